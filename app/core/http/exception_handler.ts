@@ -1,0 +1,27 @@
+import app from '@adonisjs/core/services/app'
+import { type HttpContext, ExceptionHandler } from '@adonisjs/core/http'
+import { mapError } from '#core/http/error_envelope'
+
+/**
+ * The one place where errors become HTTP answers: every failure leaves as
+ * `{ success: false, error, code }`, and a 500 is logged with its request id.
+ */
+export default class HttpExceptionHandler extends ExceptionHandler {
+  protected debug = !app.inProduction
+
+  async handle(error: unknown, ctx: HttpContext) {
+    const mapped = mapError(error)
+    ctx.response.header('X-Request-Id', ctx.request.id() ?? '')
+    ctx.response.status(mapped.status).json(mapped.body)
+  }
+
+  async report(error: unknown, ctx: HttpContext) {
+    const mapped = mapError(error)
+    if (mapped.unexpected) {
+      ctx.logger.error(
+        { err: error, requestId: ctx.request.id(), url: ctx.request.url(), method: ctx.request.method() },
+        'unhandled error'
+      )
+    }
+  }
+}

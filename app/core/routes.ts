@@ -1,0 +1,5 @@
+import router from '@adonisjs/core/services/router'
+
+const HealthController = () => import('#core/health/health_controller')
+
+router.get('/health', [HealthController]).as('health')

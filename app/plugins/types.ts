@@ -1,0 +1,176 @@
+/**
+ * The two kinds of plugin found under plugins/<name>/index.ts. Each folder's
+ * index exports one definition (default export) built with definePlugin().
+ * Adding a framework or a channel means adding a folder; the core never
+ * names a plugin.
+ */
+
+export type PluginKind = 'framework' | 'channel'
+
+interface PluginIdentity<K extends PluginKind> {
+  kind: K
+  /** Unique name; the framework name stored on agents or the channel name. */
+  name: string
+  /** Semantic version of the plugin itself. */
+  version: string
+  description?: string
+}
+
+/* ---------------------------------------------------------------------------
+ * Framework runtime adapters (openclaw, hermes, ...)
+ * ------------------------------------------------------------------------- */
+
+/** One chat turn in OpenAI form, as sent to the framework's /v1/chat/completions. */
+export interface ChatTurn {
+  role: 'system' | 'user' | 'assistant'
+  content: string
+}
+
+/** What the service knows about an agent when it asks a framework for something. */
+export interface AgentRuntimeContext {
+  agentId: string
+  /** The agent's decrypted config (secrets in clear, never logged). */
+  config: Record<string, unknown>
+  /** Where the framework reaches hosted models: the service's model proxy. */
+  modelProxy: { baseUrl: string; token: string; model: string }
+  /** Which driver runs the agent: decides bind addresses and paths. */
+  driver: 'process' | 'docker' | 'kubernetes'
+  /** Port the framework's HTTP server listens on inside its container or process. */
+  port: number
+  /** Per-agent secret the service uses to call the framework's API. */
+  gatewayToken: string
+}
+
+/** A file the adapter wants written before the framework starts. */
+export interface RenderedFile {
+  /** Relative to the area named by `root`. */
+  path: string
+  root: 'state' | 'workspace'
+  content: string
+  mode?: number
+}
+
+/** How to launch the framework as a local child process (process driver). */
+export interface ProcessLaunch {
+  command: string
+  args: string[]
+  /** Added to a minimal environment that carries none of the service's secrets. */
+  env: Record<string, string>
+}
+
+/** How to launch the framework as a container (docker and kubernetes drivers). */
+export interface ContainerLaunch {
+  /** Pinned image reference. */
+  image: string
+  command?: string[]
+  env: Record<string, string>
+  /** Path of the persistent state volume inside the container. */
+  stateMountPath: string
+  /** Workspace path inside the container (file manager root). */
+  workspacePath: string
+}
+
+/** Paths, seen from the service, of one agent's local folders (process driver). */
+export interface AgentFolders {
+  root: string
+  state: string
+  workspace: string
+  home: string
+  tmp: string
+  cache: string
+}
+
+export interface FrameworkChatRequest {
+  messages: ChatTurn[]
+  /** Stable id of the conversation, for frameworks that keep sessions. */
+  conversationId: string
+  signal?: AbortSignal
+}
+
+export interface FrameworkAdapter {
+  /**
+   * Validates and normalises the framework-specific part of an agent's
+   * config. Throws a ValidationException naming the field when it is wrong.
+   */
+  validateConfig(config: Record<string, unknown>): Record<string, unknown>
+
+  /** Files (config, SOUL.md, ...) to write before start and on reconfigure. */
+  renderFiles(context: AgentRuntimeContext): RenderedFile[] | Promise<RenderedFile[]>
+
+  /** Launch for the process driver; may install the framework on first use. */
+  processLaunch(
+    context: AgentRuntimeContext,
+    folders: AgentFolders
+  ): ProcessLaunch | Promise<ProcessLaunch>
+
+  /** Launch for container drivers. */
+  containerLaunch(context: AgentRuntimeContext): ContainerLaunch
+
+  /** HTTP path answering 2xx once the framework can chat. */
+  readinessPath: string
+
+  /** Path and headers of the OpenAI-compatible chat endpoint inside the agent. */
+  chatEndpoint(context: AgentRuntimeContext): {
+    path: string
+    headers: Record<string, string>
+    model: string
+  }
+
+  /** The agent's memory as string pairs, read from its state or workspace. */
+  readMemory(folders: Pick<AgentFolders, 'state' | 'workspace'>): Promise<Record<string, string>>
+}
+
+export interface FrameworkPlugin extends PluginIdentity<'framework'>, FrameworkAdapter {}
+
+/* ---------------------------------------------------------------------------
+ * Channel connectors (telegram, discord, whatsapp, twitter, ...)
+ * ------------------------------------------------------------------------- */
+
+export interface InboundMessage {
+  /** Channel-side id of the conversation (chat id, DM id, phone number). */
+  conversationId: string
+  senderName?: string
+  text: string
+}
+
+export interface ChannelContext {
+  agentId: string
+  /** The channel's credentials from the agent's config (decrypted). */
+  credentials: Record<string, unknown>
+  /** Hands an inbound message to the agent and resolves with its reply text. */
+  deliver(message: InboundMessage): Promise<string>
+  log: (message: string, detail?: Record<string, unknown>) => void
+}
+
+export interface ChannelStatus {
+  connected: boolean
+  /** Channel-specific detail when connected (`username` for telegram, `phone` for whatsapp). */
+  [detail: string]: unknown
+}
+
+export interface ChannelConnection {
+  /** Sends text to a conversation on the channel. */
+  send(conversationId: string, text: string): Promise<void>
+  status(): ChannelStatus
+  close(): Promise<void>
+}
+
+export interface ChannelConnector {
+  /** Validates the credentials a user configures for this channel. */
+  validateCredentials(credentials: Record<string, unknown>): Record<string, unknown>
+
+  /** QR-code pairing for channels that need it (whatsapp); absent otherwise. */
+  pair?(context: ChannelContext): Promise<{ qrCode: string; expiresIn: number }>
+
+  /** Connects and starts delivering inbound messages to context.deliver. */
+  connect(context: ChannelContext): Promise<ChannelConnection>
+}
+
+export interface ChannelPlugin extends PluginIdentity<'channel'>, ChannelConnector {}
+
+export type Plugin = FrameworkPlugin | ChannelPlugin
+
+/** Identity helper that gives plugin authors type checking. */
+export function definePlugin<P extends Plugin>(plugin: P): P {
+  return plugin
+}

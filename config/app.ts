@@ -1,0 +1,34 @@
+import env from '#start/env'
+import app from '@adonisjs/core/services/app'
+import { Secret } from '@adonisjs/core/helpers'
+import { defineConfig } from '@adonisjs/core/http'
+
+/**
+ * The application key signs JWTs and cookies and encrypts stored secrets.
+ * When APP_KEY is unset, bin/ entrypoints generate one into storage/ before
+ * the app boots, so this always has a value here.
+ */
+export const appKey = new Secret(env.get('APP_KEY', ''))
+
+const port = env.get('PORT', 3333)
+
+/**
+ * Public base URL ({base_url} of the spec): used in mail links, webhook
+ * URLs and share links.
+ */
+export const appUrl = (env.get('APP_URL') ?? `http://localhost:${port}`).replace(/\/+$/, '')
+
+export const http = defineConfig({
+  generateRequestId: true,
+  allowMethodSpoofing: false,
+  useAsyncLocalStorage: true,
+  trustProxy: () => false,
+  cookie: {
+    domain: '',
+    path: '/',
+    maxAge: '2h',
+    httpOnly: true,
+    secure: app.inProduction,
+    sameSite: 'lax',
+  },
+})

@@ -1,0 +1,36 @@
+import { defineConfig } from '@adonisjs/core/bodyparser'
+
+/**
+ * Request bodies. The JSON limit covers the largest legitimate body in the
+ * spec (a 500 KB knowledge file, JSON-escaped); anything larger is refused
+ * with 413 by the error handler.
+ */
+const bodyParserConfig = defineConfig({
+  allowedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'],
+  form: {
+    convertEmptyStringsToNull: true,
+    types: ['application/x-www-form-urlencoded'],
+  },
+  json: {
+    encoding: 'utf-8',
+    limit: '1mb',
+    strict: true,
+    convertEmptyStringsToNull: false,
+    types: [
+      'application/json',
+      'application/json-patch+json',
+      'application/vnd.api+json',
+      'application/csp-report',
+    ],
+  },
+  multipart: {
+    autoProcess: true,
+    convertEmptyStringsToNull: true,
+    processManually: [],
+    fieldsLimit: '1mb',
+    limit: '2mb',
+    types: ['multipart/form-data'],
+  },
+})
+
+export default bodyParserConfig

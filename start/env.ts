@@ -1,0 +1,38 @@
+/*
+|--------------------------------------------------------------------------
+| Environment variables
+|--------------------------------------------------------------------------
+|
+| Every variable of CONTRACT.md is validated here. Variables with an
+| embedded default are optional: the service runs with none of them set.
+|
+*/
+import { Env } from '@adonisjs/core/env'
+
+export default await Env.create(new URL('../', import.meta.url), {
+  NODE_ENV: Env.schema.enum.optional(['development', 'production', 'test'] as const),
+  PORT: Env.schema.number.optional(),
+  HOST: Env.schema.string.optional({ format: 'host' }),
+  APP_URL: Env.schema.string.optional({ format: 'url', tld: false }),
+  APP_KEY: Env.schema.string.optional(),
+  LOG_LEVEL: Env.schema.string.optional(),
+
+  DATABASE_URL: Env.schema.string.optional(),
+  REDIS_URL: Env.schema.string.optional(),
+  SMTP_URL: Env.schema.string.optional(),
+
+  AGENT_RUNTIME: Env.schema.enum.optional(['process', 'docker', 'kubernetes'] as const),
+
+  MODEL_API_URL: Env.schema.string.optional({ format: 'url', tld: false }),
+  MODEL_API_KEY: Env.schema.string.optional(),
+  MODEL_NAME: Env.schema.string.optional(),
+
+  SOLANA_RPC_URL: Env.schema.string.optional({ format: 'url', tld: false }),
+  TREASURY_ADDRESS: Env.schema.string.optional(),
+  USDC_MINT: Env.schema.string.optional(),
+  PLATFORM_TOKEN_MINT: Env.schema.string.optional(),
+  PLATFORM_TOKEN_PRICE_ID: Env.schema.string.optional(),
+  PRICE_API_URL: Env.schema.string.optional({ format: 'url', tld: false }),
+
+  ADMIN_EMAILS: Env.schema.string.optional(),
+})

@@ -1,0 +1,23 @@
+/*
+|--------------------------------------------------------------------------
+| HTTP kernel
+|--------------------------------------------------------------------------
+|
+| Server middleware run for every request, even when no route matches;
+| router middleware only for matched routes; named middleware on demand.
+|
+*/
+import router from '@adonisjs/core/services/router'
+import server from '@adonisjs/core/services/server'
+
+server.errorHandler(() => import('#core/http/exception_handler'))
+
+server.use([
+  () => import('#core/http/request_id_middleware'),
+  () => import('#core/http/envelope_middleware'),
+  () => import('@adonisjs/cors/cors_middleware'),
+])
+
+router.use([() => import('@adonisjs/core/bodyparser_middleware')])
+
+export const middleware = router.named({})
