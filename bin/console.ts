@@ -21,7 +21,8 @@ const IMPORTER = (filePath: string) => {
   return import(filePath)
 }
 
-const TOOLING_COMMANDS = /^(serve|build|test|list|add|configure|eject|env:|make:|generate:|inspect:|--help|-h)/
+const TOOLING_COMMANDS =
+  /^(serve|build|test|list|add|configure|eject|env:|make:|generate:|inspect:|--help|-h)/
 const commandName = process.argv[2] ?? 'list'
 const needsRuntime = !TOOLING_COMMANDS.test(commandName)
 const runtime = needsRuntime

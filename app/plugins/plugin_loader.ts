@@ -50,6 +50,7 @@ export function describePluginProblem(candidate: unknown): string | undefined {
     return `"version" must be a semantic version, got ${JSON.stringify(plugin.version)}`
   }
   for (const [member, type] of Object.entries(REQUIRED_MEMBERS[plugin.kind])) {
+    // eslint-disable-next-line valid-typeof -- `type` is 'function' or 'string'
     if (typeof plugin[member] !== type) {
       return `${plugin.kind} plugin "${plugin.name}" is missing ${type} "${member}"`
     }
@@ -93,7 +94,10 @@ export async function loadPlugins(directory: string): Promise<Plugin[]> {
     const plugin = module.default as Plugin
     const key = `${plugin.kind}:${plugin.name}`
     if (seen.has(key)) {
-      throw new InvalidPluginError(folder, `duplicate ${plugin.kind} name "${plugin.name}" (also in ${seen.get(key)})`)
+      throw new InvalidPluginError(
+        folder,
+        `duplicate ${plugin.kind} name "${plugin.name}" (also in ${seen.get(key)})`
+      )
     }
     seen.set(key, folder)
     plugins.push(plugin)

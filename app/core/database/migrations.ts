@@ -28,7 +28,11 @@ export async function migrateToLatest(app: ApplicationService, db: Database): Pr
 
 /** True when every migration file has been applied. */
 export async function migrationsComplete(app: ApplicationService, db: Database): Promise<boolean> {
-  const migrator = new MigrationRunner(db, app, { direction: 'up', dryRun: true, disableLocks: true })
+  const migrator = new MigrationRunner(db, app, {
+    direction: 'up',
+    dryRun: true,
+    disableLocks: true,
+  })
   const list = await migrator.getList()
   return list.every((entry) => entry.status === 'migrated')
 }

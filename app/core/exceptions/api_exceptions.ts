@@ -59,11 +59,7 @@ export class EmailNotVerifiedException extends defineApiException(
 ) {}
 
 /** 404: unknown route, row or resource. */
-export class NotFoundException extends defineApiException(
-  404,
-  'NOT_FOUND',
-  'Resource not found'
-) {}
+export class NotFoundException extends defineApiException(404, 'NOT_FOUND', 'Resource not found') {}
 
 /** 409: a container-only operation on an agent whose container is not running. */
 export class AgentNotRunningException extends defineApiException(

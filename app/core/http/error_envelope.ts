@@ -44,9 +44,7 @@ function envelope(status: number, code: string, error: string, unexpected = fals
 }
 
 function describeValidation(messages: VineMessage[]): string {
-  return messages
-    .map((m) => `${m.message} (field "${m.field}", rule "${m.rule}")`)
-    .join('; ')
+  return messages.map((m) => `${m.message} (field "${m.field}", rule "${m.rule}")`).join('; ')
 }
 
 /**

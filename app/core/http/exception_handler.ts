@@ -19,7 +19,12 @@ export default class HttpExceptionHandler extends ExceptionHandler {
     const mapped = mapError(error)
     if (mapped.unexpected) {
       ctx.logger.error(
-        { err: error, requestId: ctx.request.id(), url: ctx.request.url(), method: ctx.request.method() },
+        {
+          err: error,
+          requestId: ctx.request.id(),
+          url: ctx.request.url(),
+          method: ctx.request.method(),
+        },
         'unhandled error'
       )
     }

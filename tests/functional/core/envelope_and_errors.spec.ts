@@ -1,0 +1,97 @@
+import { test } from '@japa/runner'
+import { postRaw } from '#tests/helpers/http'
+
+test.group('Envelope and errors', () => {
+  test('a JSON success answer is enveloped and carries X-Request-Id', async ({
+    client,
+    assert,
+  }) => {
+    const response = await client.post('/__test/echo').json({ name: 'Ada', count: 2 })
+    response.assertStatus(200)
+    assert.deepEqual(response.body(), { success: true, data: { name: 'Ada', count: 2 } })
+    assert.match(response.header('x-request-id') ?? '', /^[\w-]{8,}$/)
+  })
+
+  test('a client-sent X-Request-Id is echoed back', async ({ client, assert }) => {
+    const response = await client.get('/health').header('x-request-id', 'trace-abc-123')
+    assert.equal(response.header('x-request-id'), 'trace-abc-123')
+  })
+
+  test('plain text answers are not wrapped', async ({ client, assert }) => {
+    const response = await client.get('/__test/text')
+    response.assertStatus(200)
+    assert.equal(response.text(), 'plain line\n')
+  })
+
+  test('{kind} maps to {status} {code}')
+    .with([
+      { kind: 'auth', status: 401, code: 'AUTH_REQUIRED' },
+      { kind: 'forbidden', status: 403, code: 'FORBIDDEN' },
+      { kind: 'not-found', status: 404, code: 'NOT_FOUND' },
+      { kind: 'insufficient-credits', status: 402, code: 'INSUFFICIENT_CREDITS' },
+      { kind: 'agent-not-running', status: 409, code: 'AGENT_NOT_RUNNING' },
+      { kind: 'gone', status: 410, code: 'GONE' },
+      { kind: 'content-blocked', status: 422, code: 'CONTENT_BLOCKED' },
+      { kind: 'rate-limit', status: 429, code: 'RATE_LIMIT_EXCEEDED' },
+    ])
+    .run(async ({ client, assert }, row) => {
+      const response = await client.get(`/__test/errors/${row.kind}`)
+      response.assertStatus(row.status)
+      assert.equal(response.body().success, false)
+      assert.equal(response.body().code, row.code)
+      assert.isString(response.body().error)
+      assert.isNotEmpty(response.body().error)
+      assert.isString(response.header('x-request-id'))
+    })
+
+  test('validation failure names the field and the rule', async ({ client, assert }) => {
+    const response = await client.post('/__test/echo').json({ name: 'A' })
+    response.assertStatus(400)
+    assert.equal(response.body().code, 'VALIDATION_ERROR')
+    assert.include(response.body().error, 'name')
+    assert.include(response.body().error, 'minLength')
+    assert.deepEqual(Object.keys(response.body()).sort(), ['code', 'error', 'success'])
+  })
+
+  test('malformed JSON is a 400 VALIDATION_ERROR', async ({ assert }) => {
+    const response = await postRaw('/__test/echo', '{"name": "Ada",')
+    assert.equal(response.status, 400)
+    assert.equal(response.json.code, 'VALIDATION_ERROR')
+    assert.match(response.json.error, /JSON/)
+    assert.isString(response.headers.get('x-request-id'))
+  })
+
+  test('a JSON scalar body is a 400 VALIDATION_ERROR', async ({ assert }) => {
+    const response = await postRaw('/__test/echo', '"just a string"')
+    assert.equal(response.status, 400)
+    assert.equal(response.json.code, 'VALIDATION_ERROR')
+  })
+
+  test('a body over the size limit is a 413', async ({ assert }) => {
+    const response = await postRaw('/__test/echo', JSON.stringify({ name: 'x'.repeat(2 << 20) }))
+    assert.equal(response.status, 413)
+    assert.deepInclude(response.json, { success: false, code: 'PAYLOAD_TOO_LARGE' })
+  })
+
+  test('an unknown route is a 404 NOT_FOUND', async ({ client, assert }) => {
+    const response = await client.get('/no/such/route')
+    response.assertStatus(404)
+    assert.deepEqual(response.body(), {
+      success: false,
+      error: 'Route not found',
+      code: 'NOT_FOUND',
+    })
+  })
+
+  test('an unexpected error is a bare 500 with no internal detail', async ({ client, assert }) => {
+    const response = await client.get('/__test/errors/unexpected')
+    response.assertStatus(500)
+    assert.deepEqual(response.body(), {
+      success: false,
+      error: 'Internal server error',
+      code: 'SERVER_ERROR',
+    })
+    assert.notInclude(response.text(), 'secret_table')
+    assert.notInclude(response.text(), 'hunter2')
+  })
+})
