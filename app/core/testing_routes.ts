@@ -50,5 +50,17 @@ router
     })
     router.post('/echo', async ({ request }) => request.validateUsing(echoValidator))
     router.get('/text', ({ response }) => response.type('text/plain').send('plain line\n'))
+    // Logs an object full of credentials, so a test can read the real log line.
+    router.post('/log-secrets', ({ request, logger }) => {
+      logger.warn(
+        {
+          headers: request.headers(),
+          body: request.body(),
+          user: { email: 'a@example.com', password: request.input('password') },
+        },
+        'test log with secrets'
+      )
+      return { logged: true }
+    })
   })
   .prefix('/__test')
