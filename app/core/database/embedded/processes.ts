@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process'
-import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs'
 import { basename } from 'node:path'
 import type { SystemUser } from '#core/database/embedded/system_user'
 
@@ -73,17 +73,20 @@ function isPostgresCommand(command: string[]): boolean {
  * chdirs into its data directory, so the cwd is the reliable check; the
  * command line (-D <dir>) is the fallback when /proc/<pid>/cwd is unreadable.
  */
-export function isPostgresOf(pid: number, realDataDir: string): boolean {
+export function isPostgresOf(pid: number, dataDir: string): boolean {
   if (!isProcessAlive(pid)) return false
   const command = processCommand(pid)
   if (!isPostgresCommand(command)) return false
+  const realDataDir = realpathSync(dataDir)
   const cwd = processCwd(pid)
-  return cwd !== undefined ? cwd === realDataDir : command.includes(realDataDir)
+  if (cwd !== undefined) return cwd === realDataDir
+  return command.includes(dataDir) || command.includes(realDataDir)
 }
 
 /** Pids of postgres processes (e.g. backends left by a killed postmaster) using dataDir. */
-export function postgresProcessesOf(realDataDir: string): number[] {
+export function postgresProcessesOf(dataDir: string): number[] {
   if (!existsSync('/proc/self/stat')) return []
+  const realDataDir = realpathSync(dataDir)
   return readdirSync('/proc')
     .filter((name) => /^\d+$/.test(name))
     .map(Number)
