@@ -35,13 +35,18 @@ export interface ServerProcess {
 
 /**
  * Starts the real server entrypoint (bin/server.ts) as a child process, with
- * the given environment on top of a copy of this one minus DATABASE_URL
- * unless the caller passes it.
+ * the given environment on top of a copy of this one minus DATABASE_URL and
+ * APP_KEY (so the child fills in its own embedded defaults) unless given.
  */
 export async function startServerProcess(env: Record<string, string | undefined>) {
   const port = await freePort()
   const childEnv: Record<string, string> = {}
-  for (const [key, value] of Object.entries({ ...process.env, DATABASE_URL: undefined, ...env })) {
+  for (const [key, value] of Object.entries({
+    ...process.env,
+    DATABASE_URL: undefined,
+    APP_KEY: undefined,
+    ...env,
+  })) {
     if (value !== undefined) childEnv[key] = value
   }
   childEnv.PORT = String(port)

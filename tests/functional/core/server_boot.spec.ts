@@ -39,7 +39,7 @@ test.group('Server boot on the embedded PostgreSQL', (group) => {
     assert.equal(response.status, 200)
     const body = (await response.json()) as any
     assert.deepInclude(body.data, { status: 'ok', database: 'ok', migrations: 'applied' })
-    const pidFile = await readFile(join(storage, 'postgres', 'data', 'postmaster.pid'), 'utf8')
+    const pidFile = await readFile(join(storage, 'postgres', 'postmaster.pid'), 'utf8')
     assert.match(pidFile.split('\n')[0], /^\d+$/)
     const appKey = await readFile(join(storage, 'app_key'), 'utf8')
     assert.isAtLeast(appKey.trim().length, 32)
@@ -83,7 +83,7 @@ test.group('Server boot on the embedded PostgreSQL', (group) => {
   })
 
   test('answers 503 when the database is down', async ({ assert }) => {
-    const pid = (await readFile(join(storage, 'postgres', 'data', 'postmaster.pid'), 'utf8'))
+    const pid = (await readFile(join(storage, 'postgres', 'postmaster.pid'), 'utf8'))
       .split('\n')[0]
       .trim()
     execFileSync('kill', ['-INT', pid])
