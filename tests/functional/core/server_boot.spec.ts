@@ -83,9 +83,8 @@ test.group('Server boot on the embedded PostgreSQL', (group) => {
   })
 
   test('answers 503 when the database is down', async ({ assert }) => {
-    const pid = (await readFile(join(storage, 'postgres', 'postmaster.pid'), 'utf8'))
-      .split('\n')[0]
-      .trim()
+    const pidFile = await readFile(join(storage, 'postgres', 'postmaster.pid'), 'utf8')
+    const pid = pidFile.split('\n')[0].trim()
     execFileSync('kill', ['-INT', pid])
     const body = await waitFor(async () => {
       const response = await fetch(`${server.url}/health`)
