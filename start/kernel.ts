@@ -18,6 +18,13 @@ server.use([
   () => import('@adonisjs/cors/cors_middleware'),
 ])
 
-router.use([() => import('@adonisjs/core/bodyparser_middleware')])
+router.use([
+  () => import('@adonisjs/core/bodyparser_middleware'),
+  () => import('@adonisjs/auth/initialize_auth_middleware'),
+])
 
-export const middleware = router.named({})
+export const middleware = router.named({
+  auth: () => import('#identity/middleware/auth_middleware'),
+  optionalAuth: () => import('#identity/middleware/optional_auth_middleware'),
+  quota: () => import('#identity/middleware/quota_middleware'),
+})

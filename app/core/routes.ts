@@ -1,4 +1,7 @@
 import router from '@adonisjs/core/services/router'
+import '#identity/routes'
+import '#credits/routes'
+import '#support/routes'
 
 const HealthController = () => import('#core/health/health_controller')
 

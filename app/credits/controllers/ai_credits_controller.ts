@@ -1,0 +1,48 @@
+import type { HttpContext } from '@adonisjs/core/http'
+import { grantValidator, historyValidator } from '#credits/validators/credits_validators'
+import {
+  GRANT_FORBIDDEN,
+  balanceView,
+  grantCredits,
+  historyView,
+} from '#credits/services/credits_service'
+import { requireRole } from '#identity/services/roles'
+
+export default class AiCreditsController {
+  /**
+   * @balance
+   * @summary AI Credit balance
+   * @description `monthlyGrant` is the tier's monthly grant; `tier` the tier in effect now.
+   * @responseBody 200 - {"success":true,"data":{"balance":500,"monthlyGrant":500,"tier":"free"}}
+   */
+  async balance({ auth }: HttpContext) {
+    return balanceView(auth.getUserOrFail())
+  }
+
+  /**
+   * @history
+   * @summary AI Credit history
+   * @description Every ledger entry, newest first; `credits` is negative for spending.
+   * @paramQuery limit - Entries to return, 1 to 100 (default 20) - @type(number)
+   * @responseBody 200 - {"success":true,"data":{"usage":[{"id":"1d0f...","kind":"llm","provider":"openai","model":"gpt-4o-mini","credits":-12,"inputTokens":820,"outputTokens":140,"reason":null,"createdAt":"2025-01-01T00:00:00.000Z"}]}}
+   */
+  async history({ auth, request }: HttpContext) {
+    const { limit } = await request.validateUsing(historyValidator)
+    return historyView(auth.getUserOrFail(), limit ?? 20)
+  }
+
+  /**
+   * @grant
+   * @summary Grant AI Credits (administrators)
+   * @description 403 for anyone but an admin. Recorded in the ledger with the admin and the reason.
+   * @requestBody {"userId":"3f6c...","credits":1000,"reason":"Goodwill for the outage on 2025-01-01"}
+   * @responseBody 200 - {"success":true,"data":{"id":"8e2a...","userId":"3f6c...","credits":1000,"reason":"Goodwill for the outage on 2025-01-01","grantedBy":"a1b2...","balance":1500,"createdAt":"2025-01-01T00:00:00.000Z"}}
+   */
+  async grant({ auth, request }: HttpContext) {
+    const admin = auth.getUserOrFail()
+    // Refuse non-admins before looking at the body.
+    requireRole(admin, ['admin'], GRANT_FORBIDDEN)
+    const input = await request.validateUsing(grantValidator)
+    return grantCredits(admin, input)
+  }
+}

@@ -1,0 +1,95 @@
+import { tierPlan } from '#config/plans'
+import { NotFoundException } from '#core/exceptions/api_exceptions'
+import { requireRole } from '#identity/services/roles'
+import type CreditLedgerEntry from '#credits/models/credit_ledger_entry'
+import creditLedger from '#credits/services/credit_ledger'
+import User from '#identity/models/user'
+import { notify } from '#identity/services/notification_service'
+import db from '@adonisjs/lucid/services/db'
+
+export interface UsageEntryView {
+  id: string
+  kind: string
+  provider: string | null
+  model: string | null
+  /** Signed: negative for spending (`llm`), positive for grants and purchases. */
+  credits: number
+  inputTokens: number
+  outputTokens: number
+  reason: string | null
+  createdAt: string
+}
+
+export function presentEntry(entry: CreditLedgerEntry): UsageEntryView {
+  return {
+    id: entry.id,
+    kind: entry.kind,
+    provider: entry.provider,
+    model: entry.model,
+    credits: entry.credits,
+    inputTokens: entry.inputTokens ?? 0,
+    outputTokens: entry.outputTokens ?? 0,
+    reason: entry.reason,
+    createdAt: entry.createdAt.toUTC().toISO()!,
+  }
+}
+
+/** GET /ai-credits/balance. */
+export async function balanceView(user: User) {
+  const tier = user.effectiveTier
+  return {
+    balance: await creditLedger.balanceOf(user.id),
+    monthlyGrant: tierPlan(tier).aiCreditsMonthly,
+    tier,
+  }
+}
+
+/** GET /ai-credits/history: every ledger entry, newest first. */
+export async function historyView(user: User, limit: number) {
+  const entries = await creditLedger.entriesOf(user.id, limit)
+  return { usage: entries.map(presentEntry) }
+}
+
+export const GRANT_FORBIDDEN = 'Only administrators can grant AI Credits'
+
+/**
+ * POST /ai-credits/grant: admins only. The ledger entry names the admin
+ * (actor) and the reason; the user is notified in the same transaction.
+ */
+export async function grantCredits(
+  admin: User,
+  input: { userId: string; credits: number; reason: string }
+) {
+  requireRole(admin, ['admin'], GRANT_FORBIDDEN)
+  const target = await User.find(input.userId)
+  if (!target) throw new NotFoundException('User not found')
+
+  const result = await db.transaction(async (trx) => {
+    const done = await creditLedger.credit(target.id, input.credits, {
+      kind: 'grant',
+      reason: input.reason,
+      actorId: admin.id,
+      trx,
+    })
+    await notify(
+      target.id,
+      {
+        type: 'ai_credits_granted',
+        title: `${input.credits} AI Credits added`,
+        body: input.reason,
+      },
+      { trx }
+    )
+    return done
+  })
+
+  return {
+    id: result.entry.id,
+    userId: target.id,
+    credits: input.credits,
+    reason: input.reason,
+    grantedBy: admin.id,
+    balance: result.balance,
+    createdAt: result.entry.createdAt.toUTC().toISO(),
+  }
+}

@@ -1,0 +1,12 @@
+import vine from '@vinejs/vine'
+
+/** Spec: `limit` 1 to 100, default 20. */
+export const historyValidator = vine.create({
+  limit: vine.number().withoutDecimals().range([1, 100]).optional(),
+})
+
+export const grantValidator = vine.create({
+  userId: vine.string().uuid(),
+  credits: vine.number().withoutDecimals().min(1).max(100_000_000),
+  reason: vine.string().trim().minLength(1).maxLength(500),
+})

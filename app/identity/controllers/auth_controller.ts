@@ -1,0 +1,129 @@
+import type { HttpContext } from '@adonisjs/core/http'
+import {
+  loginValidator,
+  refreshValidator,
+  registerValidator,
+  resendVerificationValidator,
+} from '#identity/validators/auth_validators'
+import * as accounts from '#identity/services/account_service'
+import * as sessions from '#identity/services/session_service'
+import {
+  clearRefreshCookie,
+  readRefreshCookie,
+  setRefreshCookie,
+} from '#identity/services/refresh_cookie'
+import { ApiException, AuthRequiredException } from '#core/exceptions/api_exceptions'
+import { escapeHtml } from '#identity/services/mailer'
+
+const NEUTRAL_REGISTRATION =
+  'If this address can be registered, a verification link is on its way. Verify your address, then sign in.'
+
+function page(title: string, text: string) {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head><body><h1>${escapeHtml(title)}</h1><p>${escapeHtml(text)}</p></body></html>`
+}
+
+export default class AuthController {
+  /**
+   * @register
+   * @summary Create an account
+   * @description Sends a verification link by e-mail. The answer is the same whether or not the address could be registered. A taken username is 409.
+   * @requestBody {"email":"ada@example.com","username":"ada_l","password":"correct horse battery","referralCode":"ABCD2345EF"}
+   * @responseBody 200 - {"success":true,"data":{"registered":true,"requiresVerification":true,"message":"If this address can be registered, a verification link is on its way. Verify your address, then sign in."}}
+   */
+  async register({ request }: HttpContext) {
+    const input = await request.validateUsing(registerValidator)
+    await accounts.register(input)
+    return { registered: true, requiresVerification: true, message: NEUTRAL_REGISTRATION }
+  }
+
+  /**
+   * @verifyEmail
+   * @summary Verify an e-mail address
+   * @description The link from the verification mail (single use, 24 hours). Answers a small HTML page to browsers, the envelope to JSON clients.
+   * @responseBody 200 - {"success":true,"data":{"verified":true,"message":"Your e-mail address is verified. You can sign in now."}}
+   */
+  async verifyEmail({ params, request, response }: HttpContext) {
+    const wantsHtml = request.accepts(['json', 'html']) === 'html'
+    try {
+      const outcome = await accounts.verifyEmail(String(params.token))
+      const message =
+        outcome === 'verified'
+          ? 'Your e-mail address is verified. You can sign in now.'
+          : 'Your e-mail address was already verified. You can sign in.'
+      if (wantsHtml) return response.type('text/html').send(page('E-mail verified', message))
+      return { verified: true, message }
+    } catch (error) {
+      if (!wantsHtml || !(error instanceof ApiException)) throw error
+      return response
+        .status(error.status)
+        .type('text/html')
+        .send(page('Verification failed', error.message))
+    }
+  }
+
+  /**
+   * @resendVerification
+   * @summary Send a new verification link
+   * @description Neutral answer whatever the address; limited to 5 per address per hour (429 beyond).
+   * @requestBody {"email":"ada@example.com"}
+   * @responseBody 200 - {"success":true,"data":{"sent":true,"message":"If this address belongs to an unverified account, a new verification link is on its way."}}
+   */
+  async resendVerification({ request }: HttpContext) {
+    const { email } = await request.validateUsing(resendVerificationValidator)
+    await accounts.resendVerification(email, request.ip())
+    return {
+      sent: true,
+      message:
+        'If this address belongs to an unverified account, a new verification link is on its way.',
+    }
+  }
+
+  /**
+   * @login
+   * @summary Sign in
+   * @description Verified accounts only (403 EMAIL_NOT_VERIFIED). Also sets the platform_refresh cookie. 10 failures per e-mail and client within 15 minutes give 429.
+   * @requestBody {"email":"ada@example.com","password":"correct horse battery"}
+   * @responseBody 200 - {"success":true,"data":{"token":"eyJ...","refreshToken":"hrt_...","expiresIn":"7d","user":{"id":"3f6c...","email":"ada@example.com","username":"ada_l","tier":"free"}}}
+   */
+  async login({ request, response }: HttpContext) {
+    const { email, password } = await request.validateUsing(loginValidator)
+    const result = await sessions.login(email, password, request.ip())
+    setRefreshCookie(response, result.refreshToken)
+    return result
+  }
+
+  /**
+   * @refresh
+   * @summary Rotate the refresh token
+   * @description Takes the refresh token from the body or the platform_refresh cookie; returns a new JWT and refresh token. Reusing a rotated token revokes its whole family.
+   * @requestBody {"refreshToken":"hrt_..."}
+   * @responseBody 200 - {"success":true,"data":{"token":"eyJ...","refreshToken":"hrt_...","expiresIn":"7d"}}
+   */
+  async refresh({ request, response }: HttpContext) {
+    const { refreshToken } = await request.validateUsing(refreshValidator)
+    const presented = refreshToken ?? readRefreshCookie(request)
+    if (!presented) throw new AuthRequiredException('A refresh token is required')
+    try {
+      const tokens = await sessions.refresh(presented)
+      setRefreshCookie(response, tokens.refreshToken)
+      return tokens
+    } catch (error) {
+      clearRefreshCookie(response)
+      throw error
+    }
+  }
+
+  /**
+   * @logout
+   * @summary Sign out
+   * @description Revokes the refresh token family (token from the body or cookie) and clears the cookie.
+   * @requestBody {"refreshToken":"hrt_..."}
+   * @responseBody 200 - {"success":true,"data":{"loggedOut":true}}
+   */
+  async logout({ request, response }: HttpContext) {
+    const { refreshToken } = await request.validateUsing(refreshValidator)
+    await sessions.logout(refreshToken ?? readRefreshCookie(request))
+    clearRefreshCookie(response)
+    return { loggedOut: true }
+  }
+}

@@ -1,0 +1,39 @@
+import type { HttpContext } from '@adonisjs/core/http'
+import type User from '#identity/models/user'
+import quotaService from '#identity/services/quota_service'
+
+export default class ProgrammaticController {
+  /**
+   * @me
+   * @summary My profile
+   * @description API key. `platformCredits` is a legacy field, always 0.
+   * @responseBody 200 - {"success":true,"data":{"id":"3f6c...","walletAddress":null,"referralCode":"K7QX2M9PAB","platformCredits":0,"aiCreditsBalance":500,"createdAt":"2025-01-01T00:00:00.000Z"}}
+   */
+  async me({ auth }: HttpContext) {
+    const user = auth.getUserOrFail() as User
+    return {
+      id: user.id,
+      walletAddress: user.walletAddress,
+      referralCode: user.referralCode,
+      platformCredits: 0,
+      aiCreditsBalance: user.aiCreditsBalance,
+      createdAt: user.createdAt.toUTC().toISO(),
+    }
+  }
+
+  /**
+   * @usage
+   * @summary Requests used today
+   * @description API key. Counts this request too; resets at 00:00 UTC.
+   * @responseBody 200 - {"success":true,"data":{"today":12,"limit":100,"remaining":88,"resetAt":"2025-01-02T00:00:00.000Z"}}
+   */
+  async usage(ctx: HttpContext) {
+    const quota = ctx.quota ?? (await quotaService.peek(ctx.auth.getUserOrFail() as User))
+    return {
+      today: quota.used,
+      limit: quota.limit,
+      remaining: quota.remaining,
+      resetAt: quota.resetAt.toISOString(),
+    }
+  }
+}

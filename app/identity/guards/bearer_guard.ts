@@ -1,0 +1,80 @@
+import type { HttpContext } from '@adonisjs/core/http'
+import { symbols } from '@adonisjs/auth'
+import type { AuthClientResponse, GuardContract } from '@adonisjs/auth/types'
+import type User from '#identity/models/user'
+import { AuthRequiredException } from '#core/exceptions/api_exceptions'
+import {
+  authenticateBearer,
+  bearerFromHeader,
+  type CredentialKind,
+} from '#identity/services/token_authenticator'
+
+/**
+ * An @adonisjs/auth guard (v7 custom-guard contract) reading
+ * `Authorization: Bearer <token>`. The `jwt` guard accepts dashboard JWTs
+ * only, the `api` guard `hk_` API keys only; both delegate the check to
+ * token_authenticator, the code the WebSocket upgrade uses too.
+ */
+export class BearerGuard implements GuardContract<User> {
+  declare [symbols.GUARD_KNOWN_EVENTS]: {}
+
+  readonly driverName: string
+  authenticationAttempted = false
+  isAuthenticated = false
+  user?: User
+  /** The API key that authenticated this request (api guard). */
+  apiKeyId: string | null = null
+  /** Why the last attempt failed, for a precise 401 message. */
+  failure?: AuthRequiredException
+
+  constructor(
+    private ctx: HttpContext,
+    private kind: CredentialKind
+  ) {
+    this.driverName = kind === 'jwt' ? 'jwt' : 'api_key'
+  }
+
+  async authenticate(): Promise<User> {
+    if (this.authenticationAttempted) return this.getUserOrFail()
+    this.authenticationAttempted = true
+    try {
+      const token = bearerFromHeader(this.ctx.request.header('authorization'))
+      const identity = await authenticateBearer(token, { allow: [this.kind] })
+      this.user = identity.user
+      this.apiKeyId = identity.apiKeyId
+      this.isAuthenticated = true
+      return identity.user
+    } catch (error) {
+      if (error instanceof AuthRequiredException) this.failure = error
+      throw error
+    }
+  }
+
+  async check(): Promise<boolean> {
+    try {
+      await this.authenticate()
+      return true
+    } catch (error) {
+      if (error instanceof AuthRequiredException) return false
+      throw error
+    }
+  }
+
+  getUserOrFail(): User {
+    if (!this.user) throw this.failure ?? new AuthRequiredException()
+    return this.user
+  }
+
+  async authenticateAsClient(): Promise<AuthClientResponse> {
+    throw new Error('Use tests/helpers/identity (jwtFor, apiKeyFor) to authenticate test clients')
+  }
+}
+
+/** Guard factory for config/auth.ts. */
+export function bearerGuard(kind: CredentialKind) {
+  return {
+    async resolver() {
+      return (ctx: HttpContext) => new BearerGuard(ctx, kind)
+    },
+  }
+}

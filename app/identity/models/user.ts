@@ -1,0 +1,99 @@
+import { randomUUID } from 'node:crypto'
+import { DateTime } from 'luxon'
+import { BaseModel, beforeCreate, beforeSave, column } from '@adonisjs/lucid/orm'
+import { type TierKey, tierPlan } from '#config/plans'
+import { ApiKeyTokensProvider } from '#identity/services/api_key_tokens_provider'
+
+export const roles = ['user', 'support', 'operator', 'admin'] as const
+export type Role = (typeof roles)[number]
+
+export function isRole(value: unknown): value is Role {
+  return typeof value === 'string' && (roles as readonly string[]).includes(value)
+}
+
+/**
+ * An account. `email` is kept lower-case; `password` holds the scrypt hash
+ * (hashing happens in the account service, never here, so the model never
+ * sees a plain password by accident). `aiCreditsBalance` is changed only by
+ * the credit ledger, inside the transaction that writes the ledger entry.
+ */
+export default class User extends BaseModel {
+  static selfAssignPrimaryKey = true
+
+  /** API keys: the auth package's access tokens, `hk_` prefix, stored hashed. */
+  static apiKeys = new ApiKeyTokensProvider(User)
+
+  @column({ isPrimary: true })
+  declare id: string
+
+  @column()
+  declare email: string
+
+  @column()
+  declare username: string
+
+  @column({ serializeAs: null })
+  declare password: string
+
+  @column.dateTime()
+  declare emailVerifiedAt: DateTime | null
+
+  @column()
+  declare role: Role
+
+  @column()
+  declare tier: TierKey
+
+  @column()
+  declare referralCode: string
+
+  @column()
+  declare referredById: string | null
+
+  @column()
+  declare walletAddress: string | null
+
+  @column()
+  declare aiCreditsBalance: number
+
+  @column.dateTime()
+  declare subscriptionExpiresAt: DateTime | null
+
+  /** Set by staff to lock the account: every credential of it stops working. */
+  @column.dateTime()
+  declare disabledAt: DateTime | null
+
+  @column.dateTime({ autoCreate: true })
+  declare createdAt: DateTime
+
+  @column.dateTime({ autoCreate: true, autoUpdate: true })
+  declare updatedAt: DateTime
+
+  @beforeCreate()
+  static assignId(user: User) {
+    if (!user.id) user.id = randomUUID()
+    if (!user.role) user.role = 'user'
+    if (!user.tier) user.tier = 'free'
+    if (user.aiCreditsBalance === undefined) user.aiCreditsBalance = 0
+  }
+
+  @beforeSave()
+  static normalizeEmail(user: User) {
+    if (user.$dirty.email) user.email = user.email.trim().toLowerCase()
+  }
+
+  get isVerified(): boolean {
+    return this.emailVerifiedAt !== null
+  }
+
+  /**
+   * The tier the account enjoys now: a paid tier whose subscription has run
+   * out counts as free (lifetime tiers have no expiry).
+   */
+  get effectiveTier(): TierKey {
+    if (this.tier === 'free') return 'free'
+    if (tierPlan(this.tier).lifetime) return this.tier
+    if (this.subscriptionExpiresAt && this.subscriptionExpiresAt <= DateTime.now()) return 'free'
+    return this.tier
+  }
+}

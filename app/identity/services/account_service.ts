@@ -1,0 +1,265 @@
+import { DateTime } from 'luxon'
+import { randomUUID } from 'node:crypto'
+import hash from '@adonisjs/core/services/hash'
+import limiter from '@adonisjs/limiter/services/main'
+import db from '@adonisjs/lucid/services/db'
+import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
+import { appUrl } from '#config/app'
+import type { TierKey } from '#config/plans'
+import {
+  ConflictException,
+  RateLimitExceededException,
+  ValidationException,
+} from '#core/exceptions/api_exceptions'
+import User, { type Role } from '#identity/models/user'
+import { isAdminEmail } from '#identity/services/admin_emails'
+import { referralCode, randomToken, sha256 } from '#identity/services/secure_tokens'
+import { sendMailInBackground } from '#identity/services/mailer'
+import { registrationAttemptMail, verificationMail } from '#identity/mails/account_mails'
+import { notify } from '#identity/services/notification_service'
+import { grantMonthlyCredits } from '#credits/services/monthly_grant'
+
+/** Verification links are valid 24 hours. */
+const VERIFICATION_TTL_HOURS = 24
+
+const PG_UNIQUE_VIOLATION = '23505'
+
+export interface RegistrationInput {
+  email: string
+  username: string
+  password: string
+  referralCode?: string | null
+}
+
+export interface NewAccountInput {
+  email: string
+  username: string
+  /** Plain password, or an already computed hash (`passwordHash`). */
+  password?: string
+  passwordHash?: string
+  referredById?: string | null
+  role?: Role
+  tier?: TierKey
+  verified?: boolean
+}
+
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase()
+}
+
+/**
+ * Messages about an address already registered go out at most this often,
+ * so registration cannot be used to flood someone's mailbox.
+ */
+async function mayMail(email: string): Promise<boolean> {
+  const response = await limiter
+    .use({ requests: 3, duration: '1 hour' })
+    .increment(`account-mail:${email}`)
+  return response.consumed <= 3
+}
+
+function uniqueViolation(error: unknown): string | null {
+  const err = error as { code?: string; constraint?: string }
+  return err.code === PG_UNIQUE_VIOLATION ? (err.constraint ?? 'unknown') : null
+}
+
+/**
+ * Inserts an account with a fresh referral code (retried on the rare
+ * collision). Used by registration and by test helpers.
+ */
+export async function createAccount(
+  input: NewAccountInput,
+  trx?: TransactionClientContract
+): Promise<User> {
+  const passwordHash = input.passwordHash ?? (await hash.make(input.password ?? randomToken()))
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await User.create(
+        {
+          email: normalizeEmail(input.email),
+          username: input.username,
+          password: passwordHash,
+          role: input.role ?? 'user',
+          tier: input.tier ?? 'free',
+          referralCode: referralCode(),
+          referredById: input.referredById ?? null,
+          walletAddress: null,
+          aiCreditsBalance: 0,
+          emailVerifiedAt: input.verified ? DateTime.now() : null,
+        },
+        { client: trx }
+      )
+    } catch (error) {
+      if (uniqueViolation(error)?.includes('referral_code') && attempt < 5) continue
+      throw error
+    }
+  }
+}
+
+/** Replaces the user's pending verification links with a new one. */
+export async function issueVerificationLink(user: User): Promise<string> {
+  const token = randomToken()
+  await db.transaction(async (trx) => {
+    await trx
+      .from('email_verification_tokens')
+      .where('user_id', user.id)
+      .whereNull('used_at')
+      .delete()
+    await trx.table('email_verification_tokens').insert({
+      id: randomUUID(),
+      user_id: user.id,
+      token_hash: sha256(token),
+      expires_at: DateTime.now().plus({ hours: VERIFICATION_TTL_HOURS }).toJSDate(),
+      used_at: null,
+      created_at: new Date(),
+    })
+  })
+  return `${appUrl}/auth/verify-email/${token}`
+}
+
+async function mailVerificationLink(user: User) {
+  const link = await issueVerificationLink(user)
+  await sendMailInBackground(verificationMail(user.email, user.username, link))
+}
+
+/**
+ * POST /auth/register. Answers the same whether or not the address was
+ * free: a taken address gets a mail (a new verification link when still
+ * unverified, a notice otherwise) instead of a second account, and both
+ * paths hash the password so they take comparable time. A taken username
+ * is 409 whatever the address (usernames are public).
+ */
+export async function register(input: RegistrationInput): Promise<void> {
+  const email = normalizeEmail(input.email)
+
+  if (await User.findBy('username', input.username)) {
+    throw new ConflictException('That username is taken')
+  }
+
+  const existing = await User.query().where('email', email).first()
+  if (existing) {
+    await hash.make(input.password)
+    void answerTakenAddress(existing)
+    return
+  }
+
+  const referrer = input.referralCode
+    ? await User.findBy('referral_code', input.referralCode.trim().toUpperCase())
+    : null
+
+  let user: User
+  try {
+    user = await createAccount({
+      email,
+      username: input.username,
+      password: input.password,
+      referredById: referrer?.id ?? null,
+    })
+  } catch (error) {
+    const constraint = uniqueViolation(error)
+    if (constraint?.includes('username')) throw new ConflictException('That username is taken')
+    if (constraint?.includes('email')) return // registered concurrently: stay neutral
+    throw error
+  }
+  void mailVerificationLink(user).catch(() => {})
+}
+
+async function answerTakenAddress(user: User) {
+  try {
+    if (!(await mayMail(user.email))) return
+    if (user.isVerified) {
+      await sendMailInBackground(registrationAttemptMail(user.email, `${appUrl}/auth/login`))
+    } else {
+      await mailVerificationLink(user)
+    }
+  } catch {
+    // Background work: the client already has its (neutral) answer.
+  }
+}
+
+/**
+ * POST /auth/resend-verification: a new link for an unverified account;
+ * nothing for an unknown or verified address. Throttled per address and per
+ * client (429) whether or not the address exists.
+ */
+export async function resendVerification(emailInput: string, ip: string): Promise<void> {
+  const email = normalizeEmail(emailInput)
+  const perAddress = await limiter
+    .use({ requests: 5, duration: '1 hour' })
+    .increment(`resend-verification:${email}`)
+  const perClient = await limiter
+    .use({ requests: 100, duration: '1 hour' })
+    .increment(`resend-verification-ip:${ip}`)
+  if (perAddress.consumed > 5 || perClient.consumed > 100) {
+    throw new RateLimitExceededException('Too many verification mails requested; try again later')
+  }
+
+  const user = await User.query().where('email', email).first()
+  if (user && !user.isVerified && !user.disabledAt) {
+    void mailVerificationLink(user).catch(() => {})
+  }
+}
+
+export type VerificationOutcome = 'verified' | 'already_verified'
+
+/**
+ * GET /auth/verify-email/:token. The token works once within 24 hours. On
+ * first use, in one transaction: the address is verified, ADMIN_EMAILS
+ * addresses become admin, the tier's monthly AI Credits are granted and a
+ * welcome notification is stored. Following the same link again after
+ * success (mail scanners prefetch links) says "already verified" and
+ * changes nothing.
+ */
+export async function verifyEmail(token: string): Promise<VerificationOutcome> {
+  const invalid = new ValidationException('The verification link is invalid or has expired')
+  if (!/^[\w-]{20,100}$/.test(token)) throw invalid
+
+  const row = await db.from('email_verification_tokens').where('token_hash', sha256(token)).first()
+  if (!row) throw invalid
+
+  if (row.used_at) {
+    const owner = await User.find(row.user_id)
+    if (owner?.isVerified) return 'already_verified'
+    throw invalid
+  }
+  if (new Date(row.expires_at).getTime() <= Date.now()) throw invalid
+
+  return db.transaction(async (trx) => {
+    const claimed = await trx
+      .from('email_verification_tokens')
+      .where('id', row.id)
+      .whereNull('used_at')
+      .update({ used_at: new Date() })
+      .returning('id')
+    if (claimed.length === 0) return 'already_verified'
+
+    const user = await User.query({ client: trx }).where('id', row.user_id).forUpdate().first()
+    if (!user) throw invalid
+    if (user.isVerified) return 'already_verified'
+
+    user.emailVerifiedAt = DateTime.now()
+    if (isAdminEmail(user.email)) user.role = 'admin'
+    await user.useTransaction(trx).save()
+
+    await grantMonthlyCredits(user, { trx })
+    await notify(
+      user.id,
+      {
+        type: 'welcome',
+        title: 'Welcome to Agent Host',
+        body: 'Your e-mail address is verified and your monthly AI Credits have been added.',
+      },
+      { trx }
+    )
+    return 'verified'
+  })
+}
+
+/** `node ace user:role`: sets the role of the account with that address. */
+export async function setRole(emailInput: string, role: Role): Promise<User | null> {
+  const user = await User.query().where('email', normalizeEmail(emailInput)).first()
+  if (!user) return null
+  user.role = role
+  await user.save()
+  return user
+}

@@ -1,0 +1,183 @@
+import { randomUUID } from 'node:crypto'
+import { DateTime } from 'luxon'
+import hash from '@adonisjs/core/services/hash'
+import limiter from '@adonisjs/limiter/services/main'
+import db from '@adonisjs/lucid/services/db'
+import {
+  AuthRequiredException,
+  EmailNotVerifiedException,
+  ForbiddenException,
+  RateLimitExceededException,
+} from '#core/exceptions/api_exceptions'
+import User from '#identity/models/user'
+import { normalizeEmail } from '#identity/services/account_service'
+import { JWT_EXPIRES_IN, signJwt } from '#identity/services/jwt'
+import { randomToken, sha256 } from '#identity/services/secure_tokens'
+
+export const REFRESH_TOKEN_PREFIX = 'hrt_'
+export const REFRESH_TTL_DAYS = 30
+
+/** Failed sign-ins allowed per e-mail and client address in the window. */
+const LOGIN_FAILURES = 10
+const LOGIN_WINDOW = '15 mins'
+
+const INVALID_CREDENTIALS = 'Invalid e-mail or password'
+const INVALID_REFRESH = 'Invalid or expired refresh token'
+
+export interface SessionTokens {
+  token: string
+  refreshToken: string
+  expiresIn: typeof JWT_EXPIRES_IN
+}
+
+export interface LoginResult extends SessionTokens {
+  user: { id: string; email: string; username: string; tier: string }
+}
+
+let dummyHash: Promise<string> | undefined
+
+/** Compared against when the e-mail is unknown, so both failures take as long. */
+function timingDummy(): Promise<string> {
+  dummyHash ??= hash.make(randomToken())
+  return dummyHash
+}
+
+/**
+ * A new JWT plus a refresh token. Without `familyId` the refresh token
+ * starts a new family (a sign-in); rotation passes the family along.
+ */
+export async function issueSession(user: User, familyId: string = randomUUID()) {
+  const refreshToken = randomToken(REFRESH_TOKEN_PREFIX)
+  const id = randomUUID()
+  await db.table('refresh_tokens').insert({
+    id,
+    user_id: user.id,
+    family_id: familyId,
+    token_hash: sha256(refreshToken),
+    expires_at: DateTime.now().plus({ days: REFRESH_TTL_DAYS }).toJSDate(),
+    revoked_at: null,
+    replaced_by_id: null,
+    created_at: new Date(),
+  })
+  const tokens: SessionTokens = {
+    token: signJwt(user.id).token,
+    refreshToken,
+    expiresIn: JWT_EXPIRES_IN,
+  }
+  return { tokens, refreshTokenId: id }
+}
+
+async function checkPassword(email: string, password: string): Promise<User> {
+  const user = await User.query().where('email', email).first()
+  if (!user) {
+    await hash.verify(await timingDummy(), password)
+    throw new AuthRequiredException(INVALID_CREDENTIALS)
+  }
+  if (!(await hash.verify(user.password, password))) {
+    throw new AuthRequiredException(INVALID_CREDENTIALS)
+  }
+  return user
+}
+
+/**
+ * POST /auth/login. One message for an unknown e-mail and a wrong password;
+ * after 10 failures for the same e-mail and client address within 15
+ * minutes, 429 until the window passes (a success resets the count).
+ */
+export async function login(emailInput: string, password: string, ip: string) {
+  const email = normalizeEmail(emailInput)
+  const throttle = limiter.use({ requests: LOGIN_FAILURES, duration: LOGIN_WINDOW })
+  const [throttled, user] = await throttle.penalize(`login:${email}:${ip}`, () =>
+    checkPassword(email, password)
+  )
+  if (throttled) {
+    throw new RateLimitExceededException(
+      `Too many failed sign-in attempts; try again in ${throttled.response.availableIn} seconds`
+    )
+  }
+
+  if (!user.isVerified) throw new EmailNotVerifiedException()
+  if (user.disabledAt) throw new ForbiddenException('This account is disabled')
+
+  const { tokens } = await issueSession(user)
+  const result: LoginResult = {
+    ...tokens,
+    user: { id: user.id, email: user.email, username: user.username, tier: user.effectiveTier },
+  }
+  return result
+}
+
+async function revokeFamily(familyId: string) {
+  await db
+    .from('refresh_tokens')
+    .where('family_id', familyId)
+    .whereNull('revoked_at')
+    .update({ revoked_at: new Date() })
+}
+
+function findByToken(refreshToken: string) {
+  if (!refreshToken.startsWith(REFRESH_TOKEN_PREFIX) || refreshToken.length > 200) return null
+  return db.from('refresh_tokens').where('token_hash', sha256(refreshToken)).first()
+}
+
+/**
+ * POST /auth/refresh. Each refresh token works once: it is revoked and
+ * replaced by a new one of the same family. Presenting a token that was
+ * already rotated (a stolen copy, or the legitimate owner after a thief)
+ * revokes the whole family, so every holder must sign in again.
+ */
+export async function refresh(refreshToken: string): Promise<SessionTokens> {
+  const row = await findByToken(refreshToken)
+  if (!row) throw new AuthRequiredException(INVALID_REFRESH)
+  if (row.revoked_at) {
+    await revokeFamily(row.family_id)
+    throw new AuthRequiredException(INVALID_REFRESH)
+  }
+  if (new Date(row.expires_at).getTime() <= Date.now()) {
+    throw new AuthRequiredException(INVALID_REFRESH)
+  }
+
+  const user = await User.find(row.user_id)
+  if (!user || user.disabledAt) {
+    await revokeFamily(row.family_id)
+    throw new AuthRequiredException(INVALID_REFRESH)
+  }
+
+  // Claim the token atomically: of two concurrent uses only one wins; the
+  // other counts as reuse.
+  const claimed = await db
+    .from('refresh_tokens')
+    .where('id', row.id)
+    .whereNull('revoked_at')
+    .update({ revoked_at: new Date() })
+    .returning('id')
+  if (claimed.length === 0) {
+    await revokeFamily(row.family_id)
+    throw new AuthRequiredException(INVALID_REFRESH)
+  }
+
+  const { tokens, refreshTokenId } = await issueSession(user, row.family_id)
+  await db.from('refresh_tokens').where('id', row.id).update({ replaced_by_id: refreshTokenId })
+  return tokens
+}
+
+/** POST /auth/logout: revokes the refresh token's whole family. */
+export async function logout(refreshToken: string | null): Promise<void> {
+  if (!refreshToken) return
+  const row = await findByToken(refreshToken)
+  if (row) await revokeFamily(row.family_id)
+}
+
+/**
+ * The owner of a live (not revoked, not expired) refresh token, without
+ * rotating it: lets a browser that is signed in (it holds the HttpOnly
+ * cookie) prove who it is on a top-level navigation, where it cannot send
+ * an Authorization header (data export download link).
+ */
+export async function userOfLiveRefreshToken(refreshToken: string | null): Promise<User | null> {
+  if (!refreshToken) return null
+  const row = await findByToken(refreshToken)
+  if (!row || row.revoked_at || new Date(row.expires_at).getTime() <= Date.now()) return null
+  const user = await User.find(row.user_id)
+  return user && !user.disabledAt ? user : null
+}

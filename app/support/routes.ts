@@ -1,0 +1,17 @@
+import router from '@adonisjs/core/services/router'
+import { middleware } from '#start/kernel'
+import { exportSections } from '#identity/services/export_sections'
+import { ticketsOf } from '#support/services/ticket_service'
+
+const TicketsController = () => import('#support/controllers/tickets_controller')
+
+router
+  .group(() => {
+    router.post('/tickets', [TicketsController, 'store']).as('tickets.store')
+    router.get('/tickets', [TicketsController, 'index']).as('tickets.index')
+  })
+  .prefix('/support')
+  .as('support')
+  .use(middleware.auth({ guards: ['jwt'] }))
+
+exportSections.register('support_tickets', ticketsOf)

@@ -1,0 +1,8 @@
+import vine from '@vinejs/vine'
+import { ticketCategories } from '#support/models/support_ticket'
+
+export const createTicketValidator = vine.create({
+  subject: vine.string().trim().minLength(3).maxLength(200),
+  body: vine.string().trim().minLength(1).maxLength(10_000),
+  category: vine.enum(ticketCategories),
+})
