@@ -4,8 +4,13 @@ import '#credits/routes'
 import '#support/routes'
 
 const HealthController = () => import('#core/health/health_controller')
+const OpenApiController = () => import('#core/openapi/openapi_controller')
 
 router.get('/health', [HealthController]).as('health')
+
+router.get('/openapi.json', [OpenApiController, 'document']).as('openapi.document')
+router.get('/docs', [OpenApiController, 'explorer']).as('docs.explorer')
+router.get('/docs/assets/:file', [OpenApiController, 'asset']).as('docs.asset')
 
 if (process.env.NODE_ENV === 'test') {
   await import('#core/testing_routes')
