@@ -13,6 +13,7 @@ import { createQuote } from '#billing/services/quote_service'
 import type { Purchase } from '#billing/services/pricing'
 import { setPaymentEnv } from '#tests/helpers/solana/payment_env'
 import { startPaymentWorld, type PaymentWorld } from '#tests/helpers/solana/payment_world'
+import { TOKEN_2022_PROGRAM_ADDRESS } from '#tests/helpers/solana/local_chain'
 
 const starter: Purchase = { kind: 'tier', key: 'starter', billingPeriod: 'monthly' }
 const pro: Purchase = { kind: 'tier', key: 'pro', billingPeriod: 'monthly' }
@@ -168,6 +169,50 @@ test.group('Payment verification (local Solana RPC, real signed transactions)', 
     assert.equal(verified.amountBaseUnits, due.toString())
   })
 
+  test('Token-2022 with a transfer fee: what arrived counts, not what was sent', async ({
+    assert,
+  }) => {
+    // A platform token on Token-2022 withholding 1% of every transfer.
+    const mint = await world.chain.createMint(9, TOKEN_2022_PROGRAM_ADDRESS, {
+      transferFee: { basisPoints: 100, maxFee: 10n ** 15n },
+    })
+    const restore = setPaymentEnv({ PLATFORM_TOKEN_MINT: mint.address })
+    try {
+      const wallet = await world.chain.wallet(1)
+      await world.chain.mintTo(mint, wallet.address, 10n ** 15n)
+      const due = 349_500_000_000n // 6.99 USD at 0.02 USD
+      // Sending the price less 1.5% passes the 2% tolerance, but only 98.5% - 1% arrives.
+      const short = await world.chain.transferToken({
+        mint,
+        from: wallet,
+        toOwner: world.treasury,
+        amount: (due * 985n) / 1000n,
+      })
+      const treasuryAccount = await world.chain.associatedTokenAddress(world.treasury, mint)
+      const arrived = world.chain.tokenAccount(treasuryAccount)!.amount
+      assert.equal(arrived, (due * 985n) / 1000n - (due * 985n) / 1000n / 100n)
+      await rejection(
+        assert,
+        verifyPayment(input(short.signature, { linkedWallet: wallet.address, token: 'platform' })),
+        'amount'
+      )
+
+      const grossedUp = await world.chain.transferToken({
+        mint,
+        from: wallet,
+        toOwner: world.treasury,
+        amount: (due * 100n) / 99n + 1n,
+      })
+      const verified = await verifyPayment(
+        input(grossedUp.signature, { linkedWallet: wallet.address, token: 'platform' })
+      )
+      assert.isAtLeast(Number(verified.amountBaseUnits), Number(due))
+      assert.isBelow(Number(verified.amountBaseUnits), Number((due * 100n) / 99n))
+    } finally {
+      restore()
+    }
+  })
+
   test('rejects a payment to another recipient', async ({ assert }) => {
     const wallet = await world.chain.wallet(2)
     const other = await world.chain.wallet(0)
@@ -254,6 +299,15 @@ test.group('Payment verification (local Solana RPC, real signed transactions)', 
       'succeeded'
     )
     assert.include(message, 'failed')
+
+    // Balances alone do not decide: a transaction the node reports as failed is refused.
+    const { tx: paid } = await solPayment(STARTER_LAMPORTS)
+    world.chain.setError(paid.signature, { InstructionError: [0, 'GenericError'] })
+    await rejection(
+      assert,
+      verifyPayment(input(paid.signature, { linkedWallet: paid.accountKeys[0] })),
+      'succeeded'
+    )
   })
 
   test('rejects a transaction that is not finalized yet, accepts it once finalized', async ({

@@ -1,9 +1,11 @@
 import { FailedTransactionMetadata, LiteSVM, type TransactionMetadata } from 'litesvm'
 import {
+  AccountRole,
   appendTransactionMessageInstructions,
   createTransactionMessage,
   generateKeyPairSigner,
   getAddressDecoder,
+  getAddressEncoder,
   getBase58Decoder,
   getCompiledTransactionMessageDecoder,
   getSignatureFromTransaction,
@@ -105,6 +107,32 @@ export interface Mint {
 }
 
 const addressDecoder = getAddressDecoder()
+const addressEncoder = getAddressEncoder()
+
+/**
+ * Token-2022 TransferFeeExtension::InitializeTransferFeeConfig (instruction 26,
+ * sub-instruction 0), encoded by hand: @solana-program/token covers the
+ * classic program only.
+ */
+function initializeTransferFeeConfig(
+  mint: Address,
+  authority: Address,
+  fee: { basisPoints: number; maxFee: bigint }
+): Instruction {
+  const data = new Uint8Array(2 + 33 + 33 + 2 + 8)
+  const view = new DataView(data.buffer)
+  data.set([26, 0, 1], 0)
+  data.set(addressEncoder.encode(authority), 3)
+  data[35] = 1
+  data.set(addressEncoder.encode(authority), 36)
+  view.setUint16(68, fee.basisPoints, true)
+  view.setBigUint64(70, fee.maxFee, true)
+  return {
+    programAddress: TOKEN_2022_PROGRAM_ADDRESS,
+    accounts: [{ address: mint, role: AccountRole.WRITABLE }],
+    data,
+  }
+}
 
 /** Reads an SPL token account (classic or Token-2022) from raw account data. */
 function decodeTokenAccount(
@@ -161,27 +189,44 @@ export class LocalChain {
     return account.exists ? account.data[44] : 0
   }
 
-  /** Creates a mint by a real transaction (createAccount + initializeMint2). */
-  async createMint(decimals: number, programId: Address = TOKEN_PROGRAM_ADDRESS): Promise<Mint> {
+  /**
+   * Creates a mint by a real transaction (createAccount + initializeMint2).
+   * With `transferFee`, a Token-2022 mint whose transfers withhold
+   * `basisPoints` (at most `maxFee` base units) in the recipient's account.
+   */
+  async createMint(
+    decimals: number,
+    programId: Address = TOKEN_PROGRAM_ADDRESS,
+    options: { transferFee?: { basisPoints: number; maxFee: bigint } } = {}
+  ): Promise<Mint> {
     const authority = await this.wallet(5)
     const mint = await generateKeyPairSigner()
-    const space = 82n
-    await this.send(
-      [
-        getCreateAccountInstruction({
-          payer: authority,
-          newAccount: mint,
-          lamports: lamports(this.svm.minimumBalanceForRentExemption(space)),
-          space,
-          programAddress: programId,
-        }),
-        getInitializeMint2Instruction(
-          { mint: mint.address, decimals, mintAuthority: authority.address },
-          { programAddress: programId }
-        ),
-      ],
-      { feePayer: authority }
+    const instructions: Instruction[] = []
+    let space = 82n
+    if (options.transferFee) {
+      if (programId !== TOKEN_2022_PROGRAM_ADDRESS) throw new Error('transfer fees need Token-2022')
+      // Base mint padded to 165 bytes, account type, TLV header, TransferFeeConfig (108 bytes).
+      space = 165n + 1n + 4n + 108n
+      instructions.push(
+        initializeTransferFeeConfig(mint.address, authority.address, options.transferFee)
+      )
+    }
+    instructions.unshift(
+      getCreateAccountInstruction({
+        payer: authority,
+        newAccount: mint,
+        lamports: lamports(this.svm.minimumBalanceForRentExemption(space)),
+        space,
+        programAddress: programId,
+      })
     )
+    instructions.push(
+      getInitializeMint2Instruction(
+        { mint: mint.address, decimals, mintAuthority: authority.address },
+        { programAddress: programId }
+      )
+    )
+    await this.send(instructions, { feePayer: authority })
     return { address: mint.address, decimals, programId, authority }
   }
 
