@@ -15,13 +15,18 @@ export class InvalidPluginError extends Error {
   }
 }
 
-const REQUIRED_MEMBERS: Record<PluginKind, Record<string, 'function' | 'string'>> = {
+const REQUIRED_MEMBERS: Record<
+  PluginKind,
+  Record<string, 'function' | 'string' | 'number' | 'object'>
+> = {
   framework: {
     validateConfig: 'function',
     renderFiles: 'function',
     processLaunch: 'function',
     containerLaunch: 'function',
     readinessPath: 'string',
+    defaultPort: 'number',
+    resources: 'object',
     chatEndpoint: 'function',
     readMemory: 'function',
   },
@@ -50,8 +55,8 @@ export function describePluginProblem(candidate: unknown): string | undefined {
     return `"version" must be a semantic version, got ${JSON.stringify(plugin.version)}`
   }
   for (const [member, type] of Object.entries(REQUIRED_MEMBERS[plugin.kind])) {
-    // eslint-disable-next-line valid-typeof -- `type` is 'function' or 'string'
-    if (typeof plugin[member] !== type) {
+    // eslint-disable-next-line valid-typeof -- `type` is one of the typeof names above
+    if (typeof plugin[member] !== type || plugin[member] === null) {
       return `${plugin.kind} plugin "${plugin.name}" is missing ${type} "${member}"`
     }
   }

@@ -35,18 +35,22 @@ export interface AgentRuntimeContext {
   modelProxy: { baseUrl: string; token: string; model: string }
   /** Which driver runs the agent: decides bind addresses and paths. */
   driver: 'process' | 'docker' | 'kubernetes'
-  /** Port the framework's HTTP server listens on inside its container or process. */
+  /**
+   * Port the framework's HTTP server listens on: a free loopback port for the
+   * process driver, the plugin's `defaultPort` inside a container.
+   */
   port: number
-  /** Per-agent secret the service uses to call the framework's API. */
+  /** Per-agent secret the service uses to call the framework's API (32+ characters). */
   gatewayToken: string
 }
 
-/** A file the adapter wants written before the framework starts. */
+/** A file the adapter wants written before the framework starts (and on reconfigure). */
 export interface RenderedFile {
-  /** Relative to the area named by `root`. */
+  /** Relative to the area named by `root`; never absolute, never `..`. */
   path: string
   root: 'state' | 'workspace'
   content: string
+  /** File mode; 0o600 for files holding secrets. Default 0o644. */
   mode?: number
 }
 
@@ -54,20 +58,40 @@ export interface RenderedFile {
 export interface ProcessLaunch {
   command: string
   args: string[]
-  /** Added to a minimal environment that carries none of the service's secrets. */
+  /**
+   * Added to a minimal environment built from scratch (PATH, HOME, TMPDIR,
+   * XDG_*, LANG): nothing of the service's own environment reaches the child.
+   */
   env: Record<string, string>
+}
+
+/** Services the process driver lends a plugin while it prepares a launch. */
+export interface ProcessLaunchTools {
+  /** Absolute path of the Node.js executable running the service. */
+  nodeExecutable: string
+  /**
+   * Installs `name@version` from the npm registry into the service's runtime
+   * cache on first use (like an image pull, progress logged) and returns the
+   * installed package's folder. Never touches the service's own dependencies.
+   */
+  ensureNpmPackage(name: string, version: string): Promise<{ packageDir: string }>
+  /** Progress and diagnostics, shown in the service log and the agent's log. */
+  log(message: string): void
 }
 
 /** How to launch the framework as a container (docker and kubernetes drivers). */
 export interface ContainerLaunch {
   /** Pinned image reference. */
   image: string
+  /** Overrides the image's command when set. */
   command?: string[]
   env: Record<string, string>
   /** Path of the persistent state volume inside the container. */
   stateMountPath: string
   /** Workspace path inside the container (file manager root). */
   workspacePath: string
+  /** User to run as inside the container (image default when unset). */
+  user?: string
 }
 
 /** Paths, seen from the service, of one agent's local folders (process driver). */
@@ -80,11 +104,22 @@ export interface AgentFolders {
   cache: string
 }
 
-export interface FrameworkChatRequest {
-  messages: ChatTurn[]
-  /** Stable id of the conversation, for frameworks that keep sessions. */
-  conversationId: string
-  signal?: AbortSignal
+/** Resource limits for one agent; the docker driver enforces them, the process driver reports and watches memory. */
+export interface AgentResources {
+  memoryMb: number
+  cpus: number
+  pids: number
+}
+
+/** Read-only access to an agent's state and workspace, whichever driver runs it. */
+export interface AgentFileReader {
+  /** UTF-8 text of a file relative to the area, or undefined when it does not exist. */
+  readText(root: 'state' | 'workspace', path: string): Promise<string | undefined>
+  /** Entries of a directory relative to the area; [] when it does not exist. */
+  list(
+    root: 'state' | 'workspace',
+    path: string
+  ): Promise<Array<{ name: string; type: 'file' | 'directory' }>>
 }
 
 export interface FrameworkAdapter {
@@ -100,24 +135,31 @@ export interface FrameworkAdapter {
   /** Launch for the process driver; may install the framework on first use. */
   processLaunch(
     context: AgentRuntimeContext,
-    folders: AgentFolders
+    folders: AgentFolders,
+    tools: ProcessLaunchTools
   ): ProcessLaunch | Promise<ProcessLaunch>
 
   /** Launch for container drivers. */
   containerLaunch(context: AgentRuntimeContext): ContainerLaunch
 
+  /** Port the framework listens on inside a container. */
+  defaultPort: number
+
+  /** Default limits; an agent's own limits (from its plan) override them. */
+  resources: AgentResources
+
   /** HTTP path answering 2xx once the framework can chat. */
   readinessPath: string
 
   /** Path and headers of the OpenAI-compatible chat endpoint inside the agent. */
-  chatEndpoint(context: AgentRuntimeContext): {
+  chatEndpoint(context: Pick<AgentRuntimeContext, 'agentId' | 'gatewayToken'>): {
     path: string
     headers: Record<string, string>
     model: string
   }
 
   /** The agent's memory as string pairs, read from its state or workspace. */
-  readMemory(folders: Pick<AgentFolders, 'state' | 'workspace'>): Promise<Record<string, string>>
+  readMemory(files: AgentFileReader): Promise<Record<string, string>>
 }
 
 export interface FrameworkPlugin extends PluginIdentity<'framework'>, FrameworkAdapter {}

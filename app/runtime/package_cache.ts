@@ -1,0 +1,225 @@
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { delimiter, dirname, join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+const PACKAGE_NAME = /^(@[a-z0-9][a-z0-9._-]*\/)?[a-z0-9][a-z0-9._-]*$/
+const EXACT_VERSION = /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/
+
+/** A lock older than this belongs to an install that died; it is broken. */
+const STALE_LOCK_MS = 15 * 60 * 1000
+
+export interface PackageCacheOptions {
+  /** `<storage>/runtime`: installs go to `<cacheDir>/npm/<name>@<version>/`. */
+  cacheDir: string
+  nodeExecutable?: string
+  /** Longest an install may take. */
+  timeoutMs?: number
+  log?: (message: string) => void
+}
+
+/** Variables npm needs (registry, proxy, its own cache); nothing of the service's secrets. */
+function installEnv(nodeExecutable: string): Record<string, string> {
+  const env: Record<string, string> = {
+    PATH: [dirname(nodeExecutable), process.env.PATH ?? '/usr/bin:/bin'].join(delimiter),
+    HOME: process.env.HOME ?? '/tmp',
+    LANG: 'C.UTF-8',
+  }
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value === undefined) continue
+    if (/^npm_config_/i.test(key) || /^(https?|no)_proxy$/i.test(key)) env[key] = value
+  }
+  return env
+}
+
+function npmCli(nodeExecutable: string): { command: string; args: string[] } {
+  const bundled = join(
+    dirname(nodeExecutable),
+    '..',
+    'lib',
+    'node_modules',
+    'npm',
+    'bin',
+    'npm-cli.js'
+  )
+  if (existsSync(bundled)) return { command: nodeExecutable, args: [bundled] }
+  return { command: 'npm', args: [] }
+}
+
+/**
+ * The runtime cache of framework packages: an exact npm version is
+ * installed once into its own folder under storage (not into the service's
+ * node_modules), like a container image pull, with progress in the log.
+ * Installs go to a temporary folder renamed into place when complete, under
+ * a lock, so a crash or a concurrent start never sees half an install.
+ * Install scripts are not run.
+ */
+export class PackageCache {
+  readonly #inFlight = new Map<string, Promise<{ packageDir: string }>>()
+  readonly #node: string
+
+  constructor(private readonly options: PackageCacheOptions) {
+    this.#node = options.nodeExecutable ?? process.execPath
+  }
+
+  #log(message: string) {
+    this.options.log?.(message)
+  }
+
+  /** Folder of `name@version` once installed. */
+  location(name: string, version: string) {
+    const root = join(this.options.cacheDir, 'npm', `${name.replace('/', '+')}@${version}`)
+    return { root, packageDir: join(root, 'node_modules', name), marker: join(root, '.installed') }
+  }
+
+  async isInstalled(name: string, version: string): Promise<boolean> {
+    const { marker, packageDir } = this.location(name, version)
+    if (!existsSync(marker)) return false
+    try {
+      const manifest = JSON.parse(await readFile(join(packageDir, 'package.json'), 'utf8'))
+      return manifest.version === version
+    } catch {
+      return false
+    }
+  }
+
+  ensure(name: string, version: string): Promise<{ packageDir: string }> {
+    if (!PACKAGE_NAME.test(name)) throw new Error(`Invalid npm package name "${name}"`)
+    if (!EXACT_VERSION.test(version)) {
+      throw new Error(`Framework packages are pinned to exact versions, got "${version}"`)
+    }
+    const key = `${name}@${version}`
+    let pending = this.#inFlight.get(key)
+    if (!pending) {
+      pending = this.#ensure(name, version).finally(() => this.#inFlight.delete(key))
+      this.#inFlight.set(key, pending)
+    }
+    return pending
+  }
+
+  async #ensure(name: string, version: string): Promise<{ packageDir: string }> {
+    const location = this.location(name, version)
+    if (await this.isInstalled(name, version)) return { packageDir: location.packageDir }
+
+    await mkdir(dirname(location.root), { recursive: true })
+    const lock = `${location.root}.lock`
+    await this.#acquireLock(lock, `${name}@${version}`)
+    try {
+      // Another process may have finished the install while we waited.
+      if (await this.isInstalled(name, version)) return { packageDir: location.packageDir }
+      await this.#install(name, version, location.root)
+      return { packageDir: location.packageDir }
+    } finally {
+      await rm(lock, { recursive: true, force: true })
+    }
+  }
+
+  async #acquireLock(lock: string, label: string) {
+    const started = Date.now()
+    let told = false
+    while (true) {
+      try {
+        await mkdir(lock)
+        return
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+      }
+      try {
+        const info = await stat(lock)
+        if (Date.now() - info.mtimeMs > STALE_LOCK_MS) {
+          await rm(lock, { recursive: true, force: true })
+          continue
+        }
+      } catch {
+        continue
+      }
+      if (!told) {
+        this.#log(`${label}: waiting for another install to finish`)
+        told = true
+      }
+      if (Date.now() - started > (this.options.timeoutMs ?? 15 * 60 * 1000)) {
+        throw new Error(`${label}: timed out waiting for the install lock ${lock}`)
+      }
+      await sleep(500)
+    }
+  }
+
+  async #install(name: string, version: string, root: string) {
+    const label = `${name}@${version}`
+    const staging = `${root}.tmp-${process.pid}-${Date.now()}`
+    await rm(staging, { recursive: true, force: true })
+    await mkdir(staging, { recursive: true })
+    await writeFile(
+      join(staging, 'package.json'),
+      JSON.stringify({ name: 'agent-host-runtime-cache', private: true }, null, 2)
+    )
+
+    const started = Date.now()
+    this.#log(`${label}: not in the runtime cache, installing from the npm registry into ${root}`)
+    const npm = npmCli(this.#node)
+    const args = [
+      ...npm.args,
+      'install',
+      `${name}@${version}`,
+      '--omit=dev',
+      '--ignore-scripts',
+      '--no-audit',
+      '--no-fund',
+      '--no-package-lock',
+      '--progress=false',
+      '--loglevel=http',
+    ]
+    let fetched = 0
+    let lastError = ''
+    const child = spawn(npm.command, args, {
+      cwd: staging,
+      env: installEnv(this.#node),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const onOutput = (chunk: Buffer) => {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (/npm http fetch/.test(line)) fetched++
+        if (/npm (error|ERR!)/.test(line)) lastError = `${lastError}\n${line}`.slice(-2000)
+      }
+    }
+    child.stdout.on('data', onOutput)
+    child.stderr.on('data', onOutput)
+    const progress = setInterval(() => {
+      const seconds = Math.round((Date.now() - started) / 1000)
+      this.#log(`${label}: installing, ${fetched} registry fetches, ${seconds}s`)
+    }, 5000)
+    const timeout = setTimeout(
+      () => child.kill('SIGKILL'),
+      this.options.timeoutMs ?? 15 * 60 * 1000
+    )
+
+    const code = await new Promise<number | null>((resolve) => {
+      child.once('error', (error) => {
+        lastError = error.message
+        resolve(-1)
+      })
+      child.once('close', (exitCode) => resolve(exitCode))
+    })
+    clearInterval(progress)
+    clearTimeout(timeout)
+
+    if (code !== 0) {
+      await rm(staging, { recursive: true, force: true })
+      throw new Error(`${label}: npm install failed (exit ${code}):${lastError || ' no output'}`)
+    }
+    const manifest = JSON.parse(
+      await readFile(join(staging, 'node_modules', name, 'package.json'), 'utf8')
+    )
+    if (manifest.version !== version) {
+      await rm(staging, { recursive: true, force: true })
+      throw new Error(`${label}: npm installed version ${manifest.version} instead`)
+    }
+    await writeFile(join(staging, '.installed'), `${new Date().toISOString()}\n`)
+    await rm(root, { recursive: true, force: true })
+    await rename(staging, root)
+    this.#log(
+      `${label}: installed in ${Math.round((Date.now() - started) / 1000)}s (${fetched} registry fetches)`
+    )
+  }
+}

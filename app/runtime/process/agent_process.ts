@@ -1,0 +1,394 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { closeSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { ProcessLaunch } from '#plugins/types'
+import type { AgentPaths } from '#runtime/agent_paths'
+import type { ContainerInfo, ContainerUsage, RuntimeEvent } from '#runtime/types'
+import { LogFile } from '#runtime/process/log_file'
+import { isAlive, readProcStat, ticksPerSecond, treeUsage } from '#runtime/process/proc_stats'
+import {
+  deleteRecord,
+  isRecordedProcessAlive,
+  writeRecord,
+  type ProcessRecord,
+} from '#runtime/process/process_record'
+
+/** How the supervisor restarts a crashed agent. */
+export interface RestartPolicy {
+  /** First delay; doubles after each consecutive crash. */
+  baseDelayMs: number
+  maxDelayMs: number
+  /** Consecutive crashes restarted before the agent is given up on (`error`). */
+  maxConsecutiveRestarts: number
+  /** A run at least this long resets the consecutive-crash count. */
+  stableAfterMs: number
+}
+
+export interface SupervisorSettings {
+  restart: RestartPolicy
+  stopGraceMs: number
+  pollIntervalMs: number
+}
+
+/** What the driver prepared for the next (re)start. */
+export interface PreparedLaunch {
+  framework: string
+  launch: ProcessLaunch
+  env: Record<string, string>
+  port: number
+  memoryLimitMb: number
+}
+
+type Emit = (event: RuntimeEvent) => void
+
+function describeExit(code: number | null, signal: NodeJS.Signals | null): string {
+  if (signal) return `killed by ${signal}`
+  return `exited with code ${code ?? 'unknown'}`
+}
+
+function signalTree(pid: number, pids: number[], signal: NodeJS.Signals) {
+  try {
+    process.kill(-pid, signal)
+  } catch {
+    // The group may be gone already.
+  }
+  for (const member of pids) {
+    try {
+      process.kill(member, signal)
+    } catch {
+      // Exited meanwhile.
+    }
+  }
+}
+
+/**
+ * Stops a recorded process tree that no supervisor holds (left over from a
+ * previous run of the service): SIGTERM to its group, SIGKILL after the grace.
+ */
+export async function killRecordedProcess(record: ProcessRecord, graceMs: number): Promise<void> {
+  if (!isRecordedProcessAlive(record)) return
+  const members = treeUsage(record.pid).pids.map((pid) => ({
+    pid,
+    startTime: readProcStat(pid)?.startTime,
+  }))
+  signalTree(record.pid, [], 'SIGTERM')
+  const deadline = Date.now() + graceMs
+  while (isAlive(record.pid) && Date.now() < deadline) await sleep(100)
+  const survivors = members
+    .filter(({ pid, startTime }) => isAlive(pid) && readProcStat(pid)?.startTime === startTime)
+    .map(({ pid }) => pid)
+  if (survivors.length) signalTree(record.pid, survivors, 'SIGKILL')
+}
+
+/**
+ * One agent's supervised framework process: spawns it in its own process
+ * group with output going straight to its log file, watches it (exit events
+ * for our own children, /proc polling for adopted ones), restarts it after
+ * a crash with exponential backoff, gives up after repeated crashes, and
+ * stops it with SIGTERM then SIGKILL.
+ */
+export class AgentProcess {
+  state: ContainerInfo['state'] = 'stopped'
+  prepared?: PreparedLaunch
+  record?: ProcessRecord
+  restartCount = 0
+  lastError: string | null = null
+  readonly logFile: LogFile
+
+  #child?: ChildProcess
+  #generation = 0
+  #consecutiveCrashes = 0
+  #stopping = false
+  #restartTimer?: NodeJS.Timeout
+  #pollTimer?: NodeJS.Timeout
+  #cpuSample?: { ticks: number; at: number; pid: number }
+  #exitWaiters: Array<() => void> = []
+
+  constructor(
+    readonly agentId: string,
+    readonly paths: AgentPaths,
+    private readonly settings: SupervisorSettings,
+    private readonly emit: Emit,
+    logMaxBytes: number
+  ) {
+    this.logFile = new LogFile(paths.logFile, logMaxBytes)
+  }
+
+  get port(): number | undefined {
+    return this.record?.port ?? this.prepared?.port
+  }
+
+  isLive(): boolean {
+    return this.state === 'running' || this.state === 'starting' || this.state === 'restarting'
+  }
+
+  info(): ContainerInfo {
+    const live = this.state === 'running' || this.state === 'starting'
+    return {
+      agentId: this.agentId,
+      driver: 'process',
+      state: this.state,
+      containerId: this.record?.containerId ?? null,
+      framework: this.prepared?.framework ?? this.record?.framework ?? null,
+      baseUrl: live && this.port ? `http://127.0.0.1:${this.port}` : null,
+      startedAt: live && this.record ? new Date(this.record.startedAt) : null,
+      restartCount: this.restartCount,
+      lastError: this.lastError,
+    }
+  }
+
+  /** Takes over a process a previous run of the service started. */
+  adopt(record: ProcessRecord) {
+    this.record = record
+    this.restartCount = record.restartCount
+    this.state = 'running'
+    this.#stopping = false
+    this.logFile.note(`adopted running process ${record.pid} after a service restart`)
+    this.#startPolling()
+  }
+
+  /** An explicit start: a fresh count of crashes and restarts. */
+  async start(): Promise<void> {
+    if (this.isLive()) return
+    this.restartCount = 0
+    this.#consecutiveCrashes = 0
+    this.lastError = null
+    this.#stopping = false
+    await this.#spawn()
+  }
+
+  async #spawn(): Promise<void> {
+    const prepared = this.prepared
+    if (!prepared) throw new Error(`Agent ${this.agentId} has no prepared launch`)
+    const generation = ++this.#generation
+    this.state = 'starting'
+    this.#cpuSample = undefined
+
+    const fd = this.logFile.openForChild()
+    let child: ChildProcess
+    try {
+      child = spawn(prepared.launch.command, prepared.launch.args, {
+        cwd: this.paths.workspace,
+        env: prepared.env,
+        detached: true,
+        stdio: ['ignore', fd, fd],
+      })
+    } catch (error) {
+      closeSync(fd)
+      this.#onExit(generation, `failed to start: ${(error as Error).message}`)
+      return
+    }
+    closeSync(fd)
+    this.#child = child
+
+    let settled = false
+    const onEnd = (reason: string) => {
+      if (settled) return
+      settled = true
+      this.#onExit(generation, reason)
+    }
+    child.once('error', (error) => onEnd(`failed to start: ${error.message}`))
+    child.once('exit', (code, signal) => onEnd(describeExit(code, signal)))
+
+    if (!child.pid) return // 'error' follows (command not found)
+    const stat = readProcStat(child.pid)
+    const containerId = `proc-${randomBytes(6).toString('hex')}`
+    this.record = {
+      agentId: this.agentId,
+      framework: prepared.framework,
+      pid: child.pid,
+      startTime: stat?.startTime ?? 0,
+      port: prepared.port,
+      containerId,
+      startedAt: new Date().toISOString(),
+      restartCount: this.restartCount,
+    }
+    await writeRecord(this.paths.recordFile, this.record)
+    if (settled || generation !== this.#generation) {
+      // It ended while the record was being written: do not leave a record of a dead process.
+      if (this.record?.pid !== child.pid) await deleteRecord(this.paths.recordFile)
+      return
+    }
+    this.state = 'running'
+    this.logFile.note(
+      `started ${prepared.framework} as process ${child.pid} on 127.0.0.1:${prepared.port}`
+    )
+    this.emit({ type: 'started', agentId: this.agentId, containerId, at: new Date() })
+    this.#startPolling()
+  }
+
+  #onExit(generation: number, reason: string) {
+    if (generation !== this.#generation) return
+    const startedAt = this.record ? Date.parse(this.record.startedAt) : Date.now()
+    this.#child = undefined
+    this.record = undefined
+    void deleteRecord(this.paths.recordFile)
+    const waiters = this.#exitWaiters.splice(0)
+    for (const resolve of waiters) resolve()
+
+    if (this.#stopping) {
+      this.state = 'stopped'
+      this.#stopPolling()
+      return
+    }
+
+    this.lastError = reason
+    this.logFile.note(`process ${reason}`)
+    this.emit({ type: 'exited', agentId: this.agentId, reason, at: new Date() })
+
+    const { restart } = this.settings
+    if (Date.now() - startedAt >= restart.stableAfterMs) this.#consecutiveCrashes = 0
+    this.#consecutiveCrashes++
+    if (this.#consecutiveCrashes > restart.maxConsecutiveRestarts) {
+      this.state = 'error'
+      this.#stopPolling()
+      const message = `${this.prepared?.framework ?? 'agent'} ${reason}; gave up after ${restart.maxConsecutiveRestarts} restarts in a row`
+      this.logFile.note(message)
+      this.emit({
+        type: 'error',
+        agentId: this.agentId,
+        message,
+        restartCount: this.restartCount,
+        at: new Date(),
+      })
+      return
+    }
+
+    const delayMs = Math.min(
+      restart.baseDelayMs * 2 ** (this.#consecutiveCrashes - 1),
+      restart.maxDelayMs
+    )
+    this.state = 'restarting'
+    this.restartCount++
+    this.logFile.note(`restarting in ${delayMs}ms (restart ${this.restartCount})`)
+    this.emit({
+      type: 'restarting',
+      agentId: this.agentId,
+      restartCount: this.restartCount,
+      delayMs,
+      at: new Date(),
+    })
+    this.#restartTimer = setTimeout(() => {
+      this.#restartTimer = undefined
+      if (this.state !== 'restarting') return
+      this.#spawn().catch((error) =>
+        this.#onExit(this.#generation, `failed to start: ${error.message}`)
+      )
+    }, delayMs)
+    this.#restartTimer.unref()
+  }
+
+  #startPolling() {
+    this.#stopPolling()
+    this.#pollTimer = setInterval(() => void this.#poll(), this.settings.pollIntervalMs)
+    this.#pollTimer.unref()
+  }
+
+  #stopPolling() {
+    if (this.#pollTimer) clearInterval(this.#pollTimer)
+    this.#pollTimer = undefined
+  }
+
+  async #poll() {
+    try {
+      await this.logFile.rotateIfNeeded()
+    } catch {
+      // The folder may be being removed.
+    }
+    const record = this.record
+    if (!record || this.state !== 'running') return
+    // Our own children report their exit; adopted processes are watched through /proc.
+    if (!this.#child && !isRecordedProcessAlive(record)) {
+      this.#onExit(this.#generation, 'process disappeared')
+      return
+    }
+    const limit = this.prepared?.memoryLimitMb
+    if (limit) {
+      const usedMb = treeUsage(record.pid).rssBytes / 1024 / 1024
+      if (usedMb > limit) {
+        this.logFile.note(`memory ${Math.round(usedMb)} MB over the ${limit} MB limit: killing it`)
+        signalTree(record.pid, treeUsage(record.pid).pids, 'SIGKILL')
+      }
+    }
+  }
+
+  /** SIGTERM to the process group, SIGKILL to what is left after the grace period. */
+  async stop(): Promise<void> {
+    this.#stopping = true
+    if (this.#restartTimer) clearTimeout(this.#restartTimer)
+    this.#restartTimer = undefined
+    const record = this.record
+    if (!record || !isAlive(record.pid)) {
+      this.#generation++
+      this.record = undefined
+      await deleteRecord(this.paths.recordFile)
+      this.state = 'stopped'
+      this.#stopPolling()
+      return
+    }
+    const members = treeUsage(record.pid).pids.map((pid) => ({
+      pid,
+      startTime: readProcStat(pid)?.startTime,
+    }))
+    this.logFile.note(`stopping process ${record.pid}`)
+    const exited = new Promise<void>((resolve) => this.#exitWaiters.push(resolve))
+    signalTree(record.pid, [], 'SIGTERM')
+    const deadline = Date.now() + this.settings.stopGraceMs
+    while (isAlive(record.pid) && Date.now() < deadline) await sleep(50)
+    const survivors = members
+      .filter(({ pid, startTime }) => isAlive(pid) && readProcStat(pid)?.startTime === startTime)
+      .map(({ pid }) => pid)
+    if (survivors.length) {
+      this.logFile.note(`still running after ${this.settings.stopGraceMs}ms: SIGKILL`)
+      signalTree(record.pid, survivors, 'SIGKILL')
+    }
+    if (this.#child) {
+      await Promise.race([exited, sleep(5000)])
+    } else {
+      // Adopted: nobody reports its exit; it is gone once /proc says so.
+      const killDeadline = Date.now() + 5000
+      while (isAlive(record.pid) && Date.now() < killDeadline) await sleep(50)
+      this.#onExit(this.#generation, 'stopped')
+    }
+    this.#generation++
+    this.#child = undefined
+    this.record = undefined
+    await deleteRecord(this.paths.recordFile)
+    this.state = 'stopped'
+    this.#stopPolling()
+    this.logFile.note('stopped')
+  }
+
+  /** CPU over the window since the last reading (or a short fresh window) and resident memory. */
+  async usage(): Promise<ContainerUsage> {
+    const record = this.record
+    const memoryLimitMb = this.prepared?.memoryLimitMb ?? 0
+    if (!record) return { cpuPercent: 0, memoryMb: 0, memoryLimitMb }
+    let first = this.#cpuSample
+    const age = first ? Date.now() - first.at : 0
+    if (!first || first.pid !== record.pid || age < 200 || age > 60_000) {
+      const now = treeUsage(record.pid)
+      first = { ticks: now.cpuTicks, at: Date.now(), pid: record.pid }
+      await sleep(500)
+    }
+    const current = treeUsage(record.pid)
+    const at = Date.now()
+    this.#cpuSample = { ticks: current.cpuTicks, at, pid: record.pid }
+    const seconds = (at - first.at) / 1000
+    const cpuSeconds = Math.max(0, current.cpuTicks - first.ticks) / ticksPerSecond()
+    return {
+      cpuPercent: seconds > 0 ? Math.round((cpuSeconds / seconds) * 1000) / 10 : 0,
+      memoryMb: Math.round((current.rssBytes / 1024 / 1024) * 10) / 10,
+      memoryLimitMb,
+    }
+  }
+
+  /** Forgets the process without stopping it (service shutdown). */
+  detach() {
+    if (this.#restartTimer) clearTimeout(this.#restartTimer)
+    this.#stopPolling()
+    this.#child?.unref()
+    this.#generation++
+  }
+}

@@ -1,0 +1,40 @@
+import { delimiter, dirname } from 'node:path'
+import type { AgentPaths } from '#runtime/agent_paths'
+
+/** Marks an agent's processes, so the supervisor can recognise them after a service restart. */
+export const AGENT_MARKER_VARIABLE = 'AGENT_HOST_AGENT_ID'
+
+const SYSTEM_PATH = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin']
+
+/**
+ * The child's whole environment, built from scratch: none of the service's
+ * variables (APP_KEY, DATABASE_URL, MODEL_API_KEY, ...) can reach an agent.
+ * PATH holds the service's Node.js folder and the system folders; a PATH
+ * the plugin asks for is put in front. The plugin's other variables are
+ * added as they are, except the marker, which stays the agent's id.
+ */
+export function buildChildEnv(options: {
+  agentId: string
+  paths: AgentPaths
+  nodeExecutable: string
+  pluginEnv: Record<string, string>
+}): Record<string, string> {
+  const { paths, pluginEnv } = options
+  const basePath = [dirname(options.nodeExecutable), ...SYSTEM_PATH]
+  const path = [...(pluginEnv.PATH ? pluginEnv.PATH.split(delimiter) : []), ...basePath]
+  return {
+    HOME: paths.home,
+    TMPDIR: paths.tmp,
+    TMP: paths.tmp,
+    TEMP: paths.tmp,
+    XDG_CONFIG_HOME: paths.xdgConfig,
+    XDG_DATA_HOME: paths.xdgData,
+    XDG_STATE_HOME: paths.xdgState,
+    XDG_CACHE_HOME: paths.cache,
+    LANG: 'C.UTF-8',
+    LC_ALL: 'C.UTF-8',
+    ...pluginEnv,
+    PATH: [...new Set(path)].join(delimiter),
+    [AGENT_MARKER_VARIABLE]: options.agentId,
+  }
+}

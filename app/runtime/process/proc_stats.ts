@@ -1,0 +1,148 @@
+import { execFileSync } from 'node:child_process'
+import { readFileSync, readdirSync } from 'node:fs'
+
+/** One line of /proc/<pid>/stat, the fields the supervisor uses. */
+export interface ProcStat {
+  pid: number
+  ppid: number
+  pgrp: number
+  /** R, S, D, Z (zombie), T, ... */
+  state: string
+  /** utime + stime, in clock ticks. */
+  cpuTicks: number
+  /** Start time after boot, in clock ticks: with the pid, identifies a process uniquely. */
+  startTime: number
+  /** Resident set size, in pages. */
+  rssPages: number
+}
+
+function systemNumber(name: string, fallback: number): number {
+  try {
+    const value = Number(execFileSync('getconf', [name], { encoding: 'utf8' }).trim())
+    return Number.isFinite(value) && value > 0 ? value : fallback
+  } catch {
+    return fallback
+  }
+}
+
+let clockTicks: number | undefined
+let pageSize: number | undefined
+
+/** Clock ticks per second (CLK_TCK, 100 on Linux). */
+export function ticksPerSecond(): number {
+  clockTicks ??= systemNumber('CLK_TCK', 100)
+  return clockTicks
+}
+
+export function pageBytes(): number {
+  pageSize ??= systemNumber('PAGESIZE', 4096)
+  return pageSize
+}
+
+/** Parses /proc/<pid>/stat text; the command name may hold spaces and parentheses. */
+export function parseProcStat(text: string): ProcStat | undefined {
+  const open = text.indexOf('(')
+  const close = text.lastIndexOf(')')
+  if (open < 0 || close < 0) return undefined
+  const pid = Number(text.slice(0, open).trim())
+  // Fields after the command name start at field 3 (state).
+  const fields = text
+    .slice(close + 2)
+    .trim()
+    .split(/\s+/)
+  const field = (index: number) => Number(fields[index - 3])
+  return {
+    pid,
+    state: fields[0],
+    ppid: field(4),
+    pgrp: field(5),
+    cpuTicks: field(14) + field(15),
+    startTime: field(22),
+    rssPages: field(24),
+  }
+}
+
+export function readProcStat(pid: number): ProcStat | undefined {
+  try {
+    return parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return undefined
+  }
+}
+
+/** True while the process exists and is not a zombie. */
+export function isAlive(pid: number): boolean {
+  const stat = readProcStat(pid)
+  return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X'
+}
+
+/** The process's environment as a map, or undefined when it cannot be read. */
+export function readProcEnviron(pid: number): Map<string, string> | undefined {
+  try {
+    const raw = readFileSync(`/proc/${pid}/environ`, 'utf8')
+    const env = new Map<string, string>()
+    for (const entry of raw.split('\0')) {
+      const equals = entry.indexOf('=')
+      if (equals > 0) env.set(entry.slice(0, equals), entry.slice(equals + 1))
+    }
+    return env
+  } catch {
+    return undefined
+  }
+}
+
+export function readProcCmdline(pid: number): string[] | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean)
+  } catch {
+    return undefined
+  }
+}
+
+let snapshotCache: { at: number; stats: ProcStat[] } | undefined
+
+/** Every live process, cached for a few hundred milliseconds (several agents poll at once). */
+export function allProcesses(maxAgeMs = 300): ProcStat[] {
+  const now = Date.now()
+  if (snapshotCache && now - snapshotCache.at < maxAgeMs) return snapshotCache.stats
+  const stats: ProcStat[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    const stat = readProcStat(Number(name))
+    if (stat && stat.state !== 'Z' && stat.state !== 'X') stats.push(stat)
+  }
+  snapshotCache = { at: now, stats }
+  return stats
+}
+
+/**
+ * The agent's processes: the root, everything in its process group, and
+ * every descendant (a child that made its own group is still the agent's).
+ */
+export function processTree(rootPid: number, processes = allProcesses()): ProcStat[] {
+  const children = new Map<number, ProcStat[]>()
+  for (const stat of processes) {
+    const list = children.get(stat.ppid) ?? []
+    list.push(stat)
+    children.set(stat.ppid, list)
+  }
+  const members = new Map<number, ProcStat>()
+  const queue = processes.filter((stat) => stat.pid === rootPid || stat.pgrp === rootPid)
+  while (queue.length) {
+    const next = queue.pop()!
+    if (members.has(next.pid)) continue
+    members.set(next.pid, next)
+    queue.push(...(children.get(next.pid) ?? []))
+  }
+  return [...members.values()]
+}
+
+/** CPU ticks and resident bytes of a process tree right now. */
+export function treeUsage(rootPid: number): { cpuTicks: number; rssBytes: number; pids: number[] } {
+  const tree = processTree(rootPid, allProcesses(0))
+  return {
+    cpuTicks: tree.reduce((sum, stat) => sum + stat.cpuTicks, 0),
+    rssBytes: tree.reduce((sum, stat) => sum + stat.rssPages, 0) * pageBytes(),
+    pids: tree.map((stat) => stat.pid),
+  }
+}

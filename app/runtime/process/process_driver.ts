@@ -1,0 +1,328 @@
+import { existsSync } from 'node:fs'
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises'
+import { dirname, join } from 'node:path'
+import { AgentNotRunningException, NotFoundException } from '#core/exceptions/api_exceptions'
+import type { AgentFileReader, RenderedFile } from '#plugins/types'
+import { agentPaths, ensureAgentFolders, type AgentPaths } from '#runtime/agent_paths'
+import { LocalAgentReader, LocalWorkspaceFiles } from '#runtime/files/local_workspace'
+import { resolveWorkspacePath } from '#runtime/files/workspace_path'
+import { PackageCache } from '#runtime/package_cache'
+import {
+  AgentProcess,
+  killRecordedProcess,
+  type RestartPolicy,
+  type SupervisorSettings,
+} from '#runtime/process/agent_process'
+import { buildChildEnv } from '#runtime/process/child_env'
+import { LogFile } from '#runtime/process/log_file'
+import { allocatePort } from '#runtime/process/ports'
+import { deleteRecord, isRecordedProcessAlive, readRecord } from '#runtime/process/process_record'
+import type {
+  ContainerDriver,
+  ContainerInfo,
+  ContainerUsage,
+  CreateRequest,
+  RuntimeEvent,
+  RuntimeEventListener,
+  WorkspaceFiles,
+} from '#runtime/types'
+
+export interface ProcessDriverOptions {
+  /** `<storage>/agents`: one folder per agent. */
+  agentsDir: string
+  /** `<storage>/runtime`: framework packages installed on first use. */
+  cacheDir: string
+  /** Node.js for frameworks that run on Node (default: the service's own). */
+  nodeExecutable?: string
+  /** Cap of the captured output file (one rotated copy is kept beside it). Default 5 MiB. */
+  logMaxBytes?: number
+  /** Time between SIGTERM and SIGKILL. Default 10 s. */
+  stopGraceMs?: number
+  /** How often each agent is checked (adopted processes, memory, log size). Default 1 s. */
+  pollIntervalMs?: number
+  restart?: Partial<RestartPolicy>
+  /** The service's log. */
+  log?: (message: string, detail?: Record<string, unknown>) => void
+}
+
+const DEFAULT_RESTART: RestartPolicy = {
+  baseDelayMs: 1000,
+  maxDelayMs: 30_000,
+  maxConsecutiveRestarts: 5,
+  stableAfterMs: 60_000,
+}
+
+async function writeRenderedFiles(paths: AgentPaths, files: RenderedFile[]) {
+  for (const file of files) {
+    const checked = resolveWorkspacePath(file.path)
+    if (!checked.relative) throw new Error(`Rendered file with an empty path (${file.root})`)
+    const target = join(file.root === 'state' ? paths.state : paths.workspace, checked.relative)
+    await mkdir(dirname(target), { recursive: true, mode: 0o700 })
+    await writeFile(target, file.content, { mode: file.mode ?? 0o644 })
+  }
+}
+
+/**
+ * The `process` driver: each agent's framework is a supervised child
+ * process of the service host, with its own folder, port and environment.
+ * Processes survive a restart of the service and are adopted by the next
+ * one (see ProcessRecord). The container id is `proc-<random>`, new on
+ * every start.
+ */
+export class ProcessDriver implements ContainerDriver {
+  readonly name = 'process' as const
+  readonly #agents = new Map<string, AgentProcess>()
+  readonly #listeners = new Set<RuntimeEventListener>()
+  readonly #locks = new Map<string, Promise<unknown>>()
+  readonly #packages: PackageCache
+  readonly #settings: SupervisorSettings
+  readonly #node: string
+
+  constructor(private readonly options: ProcessDriverOptions) {
+    this.#node = options.nodeExecutable ?? process.execPath
+    this.#packages = new PackageCache({
+      cacheDir: options.cacheDir,
+      nodeExecutable: this.#node,
+      log: (message) => this.#log(message),
+    })
+    this.#settings = {
+      restart: { ...DEFAULT_RESTART, ...options.restart },
+      stopGraceMs: options.stopGraceMs ?? 10_000,
+      pollIntervalMs: options.pollIntervalMs ?? 1000,
+    }
+  }
+
+  #log(message: string, detail?: Record<string, unknown>) {
+    this.options.log?.(message, detail)
+  }
+
+  #emit = (event: RuntimeEvent) => {
+    for (const listener of this.#listeners) {
+      try {
+        listener(event)
+      } catch (error) {
+        this.#log(`runtime event listener failed: ${(error as Error).message}`)
+      }
+    }
+  }
+
+  /** Runs one operation per agent at a time (a boot-time adopt and a user's start may race). */
+  #exclusive<T>(agentId: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.#locks.get(agentId) ?? Promise.resolve()
+    const next = previous.catch(() => undefined).then(work)
+    this.#locks.set(agentId, next)
+    void next
+      .finally(() => {
+        if (this.#locks.get(agentId) === next) this.#locks.delete(agentId)
+      })
+      .catch(() => undefined)
+    return next
+  }
+
+  #paths(agentId: string) {
+    return agentPaths(this.options.agentsDir, agentId)
+  }
+
+  #takenPorts(except: string): Set<number> {
+    const ports = new Set<number>()
+    for (const [agentId, agent] of this.#agents) {
+      if (agentId !== except && agent.port) ports.add(agent.port)
+    }
+    return ports
+  }
+
+  onEvent(listener: RuntimeEventListener): () => void {
+    this.#listeners.add(listener)
+    return () => this.#listeners.delete(listener)
+  }
+
+  create(request: CreateRequest): Promise<ContainerInfo> {
+    return this.#exclusive(request.spec.agentId, () => this.#create(request))
+  }
+
+  async #create({ spec, plugin, gatewayToken }: CreateRequest): Promise<ContainerInfo> {
+    const paths = this.#paths(spec.agentId)
+    await ensureAgentFolders(paths)
+
+    let agent = this.#agents.get(spec.agentId)
+    let adoptable
+    if (!agent?.isLive()) {
+      const record = await readRecord(paths.recordFile)
+      if (record && isRecordedProcessAlive(record)) adoptable = record
+      else if (record) await deleteRecord(paths.recordFile)
+    }
+
+    // A live process keeps its port: its rendered config must not move it.
+    const port =
+      (agent?.isLive() ? agent.port : undefined) ??
+      adoptable?.port ??
+      (await allocatePort({ preferred: agent?.port, taken: this.#takenPorts(spec.agentId) }))
+
+    const context = {
+      agentId: spec.agentId,
+      config: spec.config,
+      modelProxy: spec.modelProxy,
+      driver: 'process' as const,
+      port,
+      gatewayToken,
+    }
+    const logFile = agent?.logFile ?? new LogFile(paths.logFile)
+    await writeRenderedFiles(paths, await plugin.renderFiles(context))
+    const launch = await plugin.processLaunch(context, paths, {
+      nodeExecutable: this.#node,
+      ensureNpmPackage: (name, version) => this.#packages.ensure(name, version),
+      log: (message) => {
+        this.#log(`[agent ${spec.agentId}] ${message}`)
+        logFile.note(message)
+      },
+    })
+
+    if (!agent) {
+      agent = new AgentProcess(
+        spec.agentId,
+        paths,
+        this.#settings,
+        this.#emit,
+        this.options.logMaxBytes ?? 5 * 1024 * 1024
+      )
+      this.#agents.set(spec.agentId, agent)
+    }
+    agent.prepared = {
+      framework: plugin.name,
+      launch,
+      env: buildChildEnv({
+        agentId: spec.agentId,
+        paths,
+        nodeExecutable: this.#node,
+        pluginEnv: launch.env,
+      }),
+      port,
+      memoryLimitMb: spec.resources?.memoryMb ?? plugin.resources.memoryMb,
+    }
+    if (adoptable) {
+      agent.adopt(adoptable)
+      this.#log(`adopted agent ${spec.agentId} process ${adoptable.pid}`)
+    }
+    return agent.info()
+  }
+
+  #agent(agentId: string): AgentProcess {
+    const agent = this.#agents.get(agentId)
+    if (!agent) throw new NotFoundException(`Agent ${agentId} has no container`)
+    return agent
+  }
+
+  start(agentId: string): Promise<ContainerInfo> {
+    return this.#exclusive(agentId, async () => {
+      const agent = this.#agent(agentId)
+      await agent.start()
+      return agent.info()
+    })
+  }
+
+  stop(agentId: string): Promise<void> {
+    return this.#exclusive(agentId, async () => {
+      const agent = this.#agents.get(agentId)
+      if (agent) {
+        const wasLive = agent.isLive()
+        await agent.stop()
+        if (wasLive) this.#emit({ type: 'stopped', agentId, at: new Date() })
+        return
+      }
+      // Not supervised by this run of the service: stop what the record names.
+      const paths = this.#paths(agentId)
+      const record = await readRecord(paths.recordFile)
+      if (record) {
+        await killRecordedProcess(record, this.#settings.stopGraceMs)
+        await deleteRecord(paths.recordFile)
+      }
+    })
+  }
+
+  async remove(agentId: string): Promise<void> {
+    await this.stop(agentId)
+    await this.#exclusive(agentId, async () => {
+      this.#agents.get(agentId)?.detach()
+      this.#agents.delete(agentId)
+      await rm(this.#paths(agentId).root, { recursive: true, force: true })
+    })
+  }
+
+  async inspect(agentId: string): Promise<ContainerInfo> {
+    const agent = this.#agents.get(agentId)
+    if (agent) return agent.info()
+    const paths = this.#paths(agentId)
+    const record = await readRecord(paths.recordFile)
+    const alive = record !== undefined && isRecordedProcessAlive(record)
+    return {
+      agentId,
+      driver: 'process',
+      // A live process not yet adopted by this run of the service (create() adopts it).
+      state: alive ? 'running' : existsSync(paths.root) ? 'stopped' : 'absent',
+      containerId: alive ? record.containerId : null,
+      framework: record?.framework ?? null,
+      baseUrl: alive ? `http://127.0.0.1:${record.port}` : null,
+      startedAt: alive ? new Date(record.startedAt) : null,
+      restartCount: alive ? record.restartCount : 0,
+      lastError: null,
+    }
+  }
+
+  async usage(agentId: string): Promise<ContainerUsage> {
+    const agent = this.#agents.get(agentId)
+    if (!agent || agent.state !== 'running') throw new AgentNotRunningException()
+    return agent.usage()
+  }
+
+  async logs(agentId: string, tail: number): Promise<string[]> {
+    return new LogFile(this.#paths(agentId).logFile).tail(tail)
+  }
+
+  followLogs(agentId: string, options: { tail?: number; signal?: AbortSignal }) {
+    return new LogFile(this.#paths(agentId).logFile).follow(options)
+  }
+
+  files(agentId: string): WorkspaceFiles {
+    return new LocalWorkspaceFiles(this.#paths(agentId).workspace, {
+      outsidePrefixes: [this.options.agentsDir, this.options.cacheDir],
+    })
+  }
+
+  reader(agentId: string): AgentFileReader {
+    const paths = this.#paths(agentId)
+    return new LocalAgentReader({ state: paths.state, workspace: paths.workspace })
+  }
+
+  async sweep(keepAgentIds: string[]): Promise<string[]> {
+    const keep = new Set(keepAgentIds)
+    let names: string[] = []
+    try {
+      names = await readdir(this.options.agentsDir)
+    } catch {
+      return []
+    }
+    const stopped: string[] = []
+    for (const agentId of names) {
+      if (keep.has(agentId)) continue
+      let paths
+      try {
+        paths = this.#paths(agentId)
+      } catch {
+        continue
+      }
+      const record = await readRecord(paths.recordFile)
+      if (this.#agents.get(agentId)?.isLive() || (record && isRecordedProcessAlive(record))) {
+        await this.stop(agentId)
+        stopped.push(agentId)
+      }
+      this.#agents.get(agentId)?.detach()
+      this.#agents.delete(agentId)
+    }
+    return stopped
+  }
+
+  async close(): Promise<void> {
+    for (const agent of this.#agents.values()) agent.detach()
+    this.#agents.clear()
+  }
+}

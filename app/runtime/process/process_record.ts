@@ -1,0 +1,48 @@
+import { readFile, rm, writeFile } from 'node:fs/promises'
+import { AGENT_MARKER_VARIABLE } from '#runtime/process/child_env'
+import { readProcEnviron, readProcStat } from '#runtime/process/proc_stats'
+
+/** What `runtime/process.json` holds about an agent's live process. */
+export interface ProcessRecord {
+  agentId: string
+  framework: string
+  pid: number
+  /** From /proc/<pid>/stat: with the pid, names this very process (pids are reused). */
+  startTime: number
+  port: number
+  containerId: string
+  startedAt: string
+  restartCount: number
+}
+
+export async function readRecord(file: string): Promise<ProcessRecord | undefined> {
+  try {
+    const record = JSON.parse(await readFile(file, 'utf8')) as ProcessRecord
+    return typeof record.pid === 'number' && typeof record.port === 'number' ? record : undefined
+  } catch {
+    return undefined
+  }
+}
+
+export async function writeRecord(file: string, record: ProcessRecord): Promise<void> {
+  await writeFile(file, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 })
+}
+
+export async function deleteRecord(file: string): Promise<void> {
+  await rm(file, { force: true })
+}
+
+/**
+ * True when the recorded process is alive and is the agent's: same pid and
+ * start time, and its environment carries the agent's marker. The command
+ * line is not compared: frameworks rename their process (OpenClaw shows as
+ * "openclaw-gateway"), the environment stays.
+ */
+export function isRecordedProcessAlive(record: ProcessRecord): boolean {
+  const stat = readProcStat(record.pid)
+  if (!stat || stat.state === 'Z' || stat.state === 'X') return false
+  if (stat.startTime !== record.startTime) return false
+  const environ = readProcEnviron(record.pid)
+  if (environ && environ.get(AGENT_MARKER_VARIABLE) !== record.agentId) return false
+  return true
+}

@@ -1,0 +1,364 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import {
+  AgentNotRunningException,
+  ServiceUnavailableException,
+} from '#core/exceptions/api_exceptions'
+import type { FrameworkPlugin } from '#plugins/types'
+import { agentPaths } from '#runtime/agent_paths'
+import { chatOnce, chatStream, type ChatTarget } from '#runtime/chat_client'
+import { gatewayTokenFor } from '#runtime/credentials'
+import type {
+  AgentRuntimeSpec,
+  ContainerChatChunk,
+  ContainerChatReply,
+  ContainerChatRequest,
+  ContainerDriver,
+  ContainerInfo,
+  MonitoringFigures,
+  RuntimeEvent,
+  RuntimeEventListener,
+  RuntimeStats,
+  WorkspaceFiles,
+} from '#runtime/types'
+
+/** Finds an installed framework plugin by name (the PluginRegistry fits). */
+export interface FrameworkResolver {
+  framework(name: string): FrameworkPlugin
+}
+
+export interface RuntimeServiceOptions {
+  driver: ContainerDriver
+  frameworks: FrameworkResolver
+  /** `<storage>/agents`; the runtime keeps each agent's gateway token there. */
+  agentsDir: string
+  /** Default for waitUntilReady. Default 180 s (OpenClaw takes ~15 s on 2 cores). */
+  readinessTimeoutMs?: number
+  /** Longest wait for a chat reply (or a stream's first bytes). Default 300 s. */
+  chatTimeoutMs?: number
+  log?: (
+    level: 'info' | 'warn' | 'error',
+    message: string,
+    detail?: Record<string, unknown>
+  ) => void
+}
+
+/** Config keys whose values are secrets (CONTRACT.md): they never reach a log answer. */
+const SECRET_KEY = /(key|token|secret|password)$/i
+
+function secretValues(value: unknown, key = '', into = new Set<string>()): Set<string> {
+  if (typeof value === 'string') {
+    if (SECRET_KEY.test(key) && value.length >= 6) into.add(value)
+  } else if (Array.isArray(value)) {
+    for (const item of value) secretValues(item, key, into)
+  } else if (value && typeof value === 'object') {
+    for (const [child, item] of Object.entries(value)) secretValues(item, child, into)
+  }
+  return into
+}
+
+/**
+ * What the agents and chat areas call to run agents. One instance per
+ * service process; it holds no state another instance needs (the driver's
+ * records live in each agent's folder or in the container engine).
+ *
+ * Container-only operations (monitoring, live logs, files, memory, chat)
+ * throw AgentNotRunningException (409) when the agent's container is not
+ * running.
+ */
+export class RuntimeService {
+  readonly driver: ContainerDriver
+  readonly #listeners = new Set<RuntimeEventListener>()
+  readonly #secrets = new Map<string, Set<string>>()
+  readonly #detachDriver: () => void
+
+  constructor(private readonly options: RuntimeServiceOptions) {
+    this.driver = options.driver
+    this.#detachDriver = this.driver.onEvent((event) => this.#emit(event))
+  }
+
+  #emit(event: RuntimeEvent) {
+    if (event.type === 'error' || event.type === 'exited') {
+      this.options.log?.('warn', `agent ${event.agentId}: ${event.type}`, {
+        reason: 'reason' in event ? event.reason : event.message,
+      })
+    }
+    for (const listener of this.#listeners) {
+      try {
+        listener(event)
+      } catch (error) {
+        this.options.log?.('error', `runtime event listener failed: ${(error as Error).message}`)
+      }
+    }
+  }
+
+  /**
+   * Subscribes to started / ready / exited / restarting / error / stopped.
+   * The agents layer writes feed events from these and sets the agent's
+   * status to `error` on `error`. Returns the unsubscribe function.
+   */
+  onEvent(listener: RuntimeEventListener): () => void {
+    this.#listeners.add(listener)
+    return () => this.#listeners.delete(listener)
+  }
+
+  #gatewayToken(agentId: string) {
+    return gatewayTokenFor(agentPaths(this.options.agentsDir, agentId).credentialsFile)
+  }
+
+  async #create(spec: AgentRuntimeSpec): Promise<ContainerInfo> {
+    const plugin = this.options.frameworks.framework(spec.framework)
+    const gatewayToken = await this.#gatewayToken(spec.agentId)
+    this.#secrets.set(
+      spec.agentId,
+      secretValues(spec.config, '', new Set([gatewayToken, spec.modelProxy.token]))
+    )
+    return this.driver.create({ spec, plugin, gatewayToken })
+  }
+
+  /**
+   * Starts the agent's container unless it runs already; after a service
+   * restart a live one is adopted instead. Does not wait for readiness
+   * unless `waitReady` is set (creating an agent starts it in the
+   * background; see waitUntilReady).
+   */
+  async ensureStarted(
+    spec: AgentRuntimeSpec,
+    options: { waitReady?: boolean; timeoutMs?: number; signal?: AbortSignal } = {}
+  ): Promise<ContainerInfo> {
+    await this.#create(spec)
+    const info = await this.driver.start(spec.agentId)
+    if (options.waitReady) {
+      await this.waitUntilReady(spec.agentId, options)
+      return this.driver.inspect(spec.agentId)
+    }
+    return info
+  }
+
+  /** Stops then starts it with a freshly rendered config; the container id changes. */
+  async restart(
+    spec: AgentRuntimeSpec,
+    options: { waitReady?: boolean; timeoutMs?: number; signal?: AbortSignal } = {}
+  ): Promise<ContainerInfo> {
+    await this.driver.stop(spec.agentId)
+    return this.ensureStarted(spec, options)
+  }
+
+  /**
+   * A config change (PATCH, restore): a running agent restarts with the new
+   * config; a stopped one gets it at its next start.
+   */
+  async reconfigure(spec: AgentRuntimeSpec): Promise<ContainerInfo> {
+    const info = await this.driver.inspect(spec.agentId)
+    if (info.state === 'running' || info.state === 'starting' || info.state === 'restarting') {
+      return this.restart(spec)
+    }
+    return info
+  }
+
+  /** Stops it, keeping its data and config. */
+  async stop(agentId: string): Promise<void> {
+    await this.driver.stop(agentId)
+  }
+
+  /** Stops it and deletes its container and every file it had. Irreversible. */
+  async remove(agentId: string): Promise<void> {
+    await this.driver.remove(agentId)
+    this.#secrets.delete(agentId)
+  }
+
+  status(agentId: string): Promise<ContainerInfo> {
+    return this.driver.inspect(agentId)
+  }
+
+  async isRunning(agentId: string): Promise<boolean> {
+    const info = await this.driver.inspect(agentId)
+    return info.state === 'running'
+  }
+
+  async #requireRunning(agentId: string): Promise<ContainerInfo> {
+    const info = await this.driver.inspect(agentId)
+    if (info.state !== 'running' || !info.baseUrl || !info.framework) {
+      throw new AgentNotRunningException()
+    }
+    return info
+  }
+
+  /** Uptime and container id (the chat area adds messagesProcessed and lastActiveAt). */
+  async stats(agentId: string): Promise<RuntimeStats> {
+    const info = await this.driver.inspect(agentId)
+    const uptimeSecs =
+      info.state === 'running' && info.startedAt
+        ? Math.max(0, Math.floor((Date.now() - info.startedAt.getTime()) / 1000))
+        : 0
+    return { status: info.state, containerId: info.containerId, uptimeSecs }
+  }
+
+  /** CPU, memory, limit and restart count of a running container. */
+  async monitoring(agentId: string): Promise<MonitoringFigures> {
+    const info = await this.#requireRunning(agentId)
+    const usage = await this.driver.usage(agentId)
+    return { ...usage, restartCount: info.restartCount, status: 'running' }
+  }
+
+  #redact(agentId: string, line: string): string {
+    let clean = line
+    for (const secret of this.#secrets.get(agentId) ?? []) clean = clean.replaceAll(secret, '***')
+    return clean
+  }
+
+  /** The last `tail` lines (default 100) as plain text; also for a stopped agent. */
+  async logs(agentId: string, options: { tail?: number } = {}): Promise<string> {
+    const tail = Math.max(0, Math.min(options.tail ?? 100, 10_000))
+    const lines = await this.driver.logs(agentId, tail)
+    return lines.map((line) => this.#redact(agentId, line)).join('\n')
+  }
+
+  /**
+   * Live output line by line (for SSE), after the last `tail` lines (default
+   * 0), until `signal` aborts. Only for a running agent.
+   */
+  async followLogs(
+    agentId: string,
+    options: { tail?: number; signal?: AbortSignal } = {}
+  ): Promise<AsyncIterable<string>> {
+    await this.#requireRunning(agentId)
+    const lines = this.driver.followLogs(agentId, options)
+    const redact = (line: string) => this.#redact(agentId, line)
+    return (async function* () {
+      for await (const line of lines) yield redact(line)
+    })()
+  }
+
+  /** The workspace file manager of a running agent. */
+  async files(agentId: string): Promise<WorkspaceFiles> {
+    await this.#requireRunning(agentId)
+    return this.driver.files(agentId)
+  }
+
+  /** `{ memory }`: the framework's memory store, read by its plugin. */
+  async memory(agentId: string): Promise<Record<string, string>> {
+    const info = await this.#requireRunning(agentId)
+    const plugin = this.options.frameworks.framework(info.framework!)
+    return plugin.readMemory(this.driver.reader(agentId))
+  }
+
+  /**
+   * Resolves once the framework answers 2xx on its readiness path. Throws
+   * AgentNotRunningException when the container stops or is given up on
+   * meanwhile, ServiceUnavailableException after the timeout.
+   */
+  async waitUntilReady(
+    agentId: string,
+    options: { timeoutMs?: number; signal?: AbortSignal } = {}
+  ): Promise<void> {
+    const timeoutMs = options.timeoutMs ?? this.options.readinessTimeoutMs ?? 180_000
+    const deadline = Date.now() + timeoutMs
+    while (Date.now() < deadline) {
+      options.signal?.throwIfAborted()
+      const info = await this.driver.inspect(agentId)
+      if (info.state === 'error' || info.state === 'stopped' || info.state === 'absent') {
+        throw new AgentNotRunningException(
+          info.lastError ? `The agent is not running: ${info.lastError}` : undefined
+        )
+      }
+      if (info.state === 'running' && info.baseUrl && info.framework) {
+        const plugin = this.options.frameworks.framework(info.framework)
+        try {
+          const response = await fetch(`${info.baseUrl}${plugin.readinessPath}`, {
+            signal: AbortSignal.timeout(3000),
+          })
+          await response.body?.cancel()
+          if (response.ok) {
+            this.#emit({ type: 'ready', agentId, containerId: info.containerId, at: new Date() })
+            return
+          }
+        } catch {
+          // Not listening yet.
+        }
+      }
+      await sleep(250)
+    }
+    throw new ServiceUnavailableException(
+      `The agent did not become ready within ${Math.round(timeoutMs / 1000)}s`
+    )
+  }
+
+  async #chatTarget(agentId: string): Promise<ChatTarget> {
+    const info = await this.#requireRunning(agentId)
+    const plugin = this.options.frameworks.framework(info.framework!)
+    const endpoint = plugin.chatEndpoint({
+      agentId,
+      gatewayToken: await this.#gatewayToken(agentId),
+    })
+    return {
+      url: `${info.baseUrl}${endpoint.path}`,
+      headers: endpoint.headers,
+      model: endpoint.model,
+    }
+  }
+
+  /**
+   * One reply from the agent's own framework (its /v1/chat/completions).
+   * AgentNotRunningException when not running; ContainerChatError when the
+   * framework fails (the chat area then falls back to the hosted path).
+   */
+  async chat(agentId: string, request: ContainerChatRequest): Promise<ContainerChatReply> {
+    return chatOnce(await this.#chatTarget(agentId), request, {
+      replyTimeoutMs: this.options.chatTimeoutMs,
+    })
+  }
+
+  /** The same, streamed: yields `{ token }` chunks and returns the whole reply. */
+  async *chatStream(
+    agentId: string,
+    request: ContainerChatRequest
+  ): AsyncGenerator<ContainerChatChunk, ContainerChatReply> {
+    const target = await this.#chatTarget(agentId)
+    return yield* chatStream(target, request, { replyTimeoutMs: this.options.chatTimeoutMs })
+  }
+
+  /**
+   * At service boot: for every agent that should be running, adopt its live
+   * container or start it again; stop containers of agents that no longer
+   * exist. Failures are reported per agent, never thrown.
+   */
+  async recover(
+    specs: AgentRuntimeSpec[],
+    options: { sweep?: boolean } = {}
+  ): Promise<{
+    adopted: string[]
+    started: string[]
+    failed: Array<{ agentId: string; error: string }>
+    swept: string[]
+  }> {
+    const result = {
+      adopted: [] as string[],
+      started: [] as string[],
+      failed: [] as Array<{ agentId: string; error: string }>,
+      swept: [] as string[],
+    }
+    if (options.sweep !== false) {
+      result.swept = await this.driver.sweep(specs.map((spec) => spec.agentId))
+    }
+    for (const spec of specs) {
+      try {
+        const created = await this.#create(spec)
+        if (created.state === 'running') {
+          result.adopted.push(spec.agentId)
+        } else {
+          await this.driver.start(spec.agentId)
+          result.started.push(spec.agentId)
+        }
+      } catch (error) {
+        result.failed.push({ agentId: spec.agentId, error: (error as Error).message })
+      }
+    }
+    return result
+  }
+
+  /** Service shutdown: forget the containers, leave them running for the next boot to adopt. */
+  async shutdown(): Promise<void> {
+    this.#detachDriver()
+    await this.driver.close()
+  }
+}

@@ -1,0 +1,214 @@
+/**
+ * The runtime layer: where agents' frameworks run. The agents layer talks to
+ * `RuntimeService` (app/runtime/runtime_service.ts); the service talks to one
+ * `ContainerDriver`, chosen by AGENT_RUNTIME (`process`, the default, or
+ * `docker`). Every type the agents and chat areas need is in this file.
+ */
+import type { AgentFileReader, AgentResources, ChatTurn, FrameworkPlugin } from '#plugins/types'
+
+export type { AgentFileReader, AgentResources, ChatTurn } from '#plugins/types'
+
+export type DriverName = 'process' | 'docker'
+
+/** What the agents layer hands the runtime to start or reconfigure an agent. */
+export interface AgentRuntimeSpec {
+  agentId: string
+  /** Name of an installed framework plugin (`openclaw`, `hermes`, ...). */
+  framework: string
+  /** The agent's decrypted config, validated by the plugin. Never logged. */
+  config: Record<string, unknown>
+  /** The service's model proxy as this agent reaches it, with the agent's proxy token. */
+  modelProxy: { baseUrl: string; token: string; model: string }
+  /** Limits from the agent's plan; the plugin's defaults fill the rest. */
+  resources?: Partial<AgentResources>
+}
+
+/**
+ * Where a container stands.
+ * - `starting`: launched, restarting after a crash is `restarting`;
+ * - `running`: the process/container is alive (not necessarily ready: see waitUntilReady);
+ * - `stopped`: stopped on purpose (or never started since the service booted);
+ * - `error`: crashed repeatedly and was given up on;
+ * - `absent`: nothing is known about this agent (never created, or removed).
+ */
+export type ContainerState = 'starting' | 'running' | 'restarting' | 'stopped' | 'error' | 'absent'
+
+/** What a driver knows about one agent's container. */
+export interface ContainerInfo {
+  agentId: string
+  driver: DriverName
+  state: ContainerState
+  /** New on every start: a restart gives a new id. Null before the first start. */
+  containerId: string | null
+  framework: string | null
+  /** Loopback base URL of the framework's HTTP server, e.g. `http://127.0.0.1:41234`. */
+  baseUrl: string | null
+  /** When the current process/container started. */
+  startedAt: Date | null
+  /** Automatic restarts after crashes since the last explicit start. */
+  restartCount: number
+  /** Why the last run ended, when it ended by itself. */
+  lastError: string | null
+}
+
+/** Resource figures of a running container. */
+export interface ContainerUsage {
+  /** Percent of one CPU core over the last sampling window (may exceed 100 on several cores). */
+  cpuPercent: number
+  /** Resident memory of the agent's processes, MiB. */
+  memoryMb: number
+  memoryLimitMb: number
+}
+
+/** One entry of a workspace directory listing (spec: "Container file entry"). */
+export interface FileEntry {
+  name: string
+  type: 'file' | 'directory'
+  /** Bytes; 0 for directories. */
+  size: number
+}
+
+/**
+ * The agent's workspace as the file manager sees it. Every path goes through
+ * `resolveWorkspacePath` (app/runtime/files/workspace_path.ts): `..`,
+ * absolute paths outside the workspace, symlinks pointing out, NUL bytes
+ * and percent-encoded separators or dots throw ForbiddenException (403).
+ * `/` (or an empty path) is the workspace root.
+ */
+export interface WorkspaceFiles {
+  /** Throws NotFoundException when the directory does not exist. */
+  list(path: string): Promise<FileEntry[]>
+  /** UTF-8 content; NotFoundException when missing, ValidationException for a directory. */
+  read(path: string): Promise<{ content: string; size: number }>
+  /** Creates parent directories; `path` in the answer is the normalised workspace path (`/a/b.txt`). */
+  write(path: string, content: string): Promise<{ path: string; size: number }>
+  /** Files or whole directories; NotFoundException when missing; the root cannot be deleted. */
+  delete(path: string): Promise<{ deleted: string }>
+}
+
+/** Events drivers emit; the agents layer turns them into feed events and agent status. */
+export type RuntimeEvent =
+  | { type: 'started'; agentId: string; containerId: string; at: Date }
+  | { type: 'ready'; agentId: string; containerId: string | null; at: Date }
+  | {
+      type: 'exited'
+      agentId: string
+      /** Why it ended, e.g. "exited with code 1" or "killed by SIGKILL". */
+      reason: string
+      at: Date
+    }
+  | {
+      type: 'restarting'
+      agentId: string
+      restartCount: number
+      delayMs: number
+      at: Date
+    }
+  | {
+      /** Crashed too often in a row: the driver gave up. The agent's status should become `error`. */
+      type: 'error'
+      agentId: string
+      message: string
+      restartCount: number
+      at: Date
+    }
+  | { type: 'stopped'; agentId: string; at: Date }
+
+export type RuntimeEventListener = (event: RuntimeEvent) => void
+
+/** What a driver needs to create (or adopt) one agent's container. */
+export interface CreateRequest {
+  spec: AgentRuntimeSpec
+  plugin: FrameworkPlugin
+  /** Per-agent secret the service uses to call the framework (kept by the runtime). */
+  gatewayToken: string
+}
+
+/**
+ * One container driver. All methods take the agent id; unknown agents are
+ * `absent` in inspect() and make the other methods throw NotFoundException.
+ */
+export interface ContainerDriver {
+  readonly name: DriverName
+
+  /**
+   * Prepares the agent's container: folders or volume, rendered files,
+   * launch. When a live container of this agent already exists (for example
+   * after the service restarted) it is adopted and keeps running.
+   */
+  create(request: CreateRequest): Promise<ContainerInfo>
+
+  /** Starts a created container; a no-op when it is already running. */
+  start(agentId: string): Promise<ContainerInfo>
+
+  /** Stops it: SIGTERM, then SIGKILL after the grace period. Keeps its data. */
+  stop(agentId: string): Promise<void>
+
+  /** Stops it and deletes its container, volume and folder. Irreversible. */
+  remove(agentId: string): Promise<void>
+
+  inspect(agentId: string): Promise<ContainerInfo>
+
+  /** CPU and memory of a running container. */
+  usage(agentId: string): Promise<ContainerUsage>
+
+  /** The last `tail` lines of its output (stdout and stderr, plus the supervisor's own lines). */
+  logs(agentId: string, tail: number): Promise<string[]>
+
+  /** Its output line by line as it is written, after the last `tail` lines, until `signal` aborts. */
+  followLogs(
+    agentId: string,
+    options: { tail?: number; signal?: AbortSignal }
+  ): AsyncIterable<string>
+
+  /** The user-facing file manager, confined to the workspace. */
+  files(agentId: string): WorkspaceFiles
+
+  /** Internal read access to state and workspace, for framework plugins (memory). */
+  reader(agentId: string): AgentFileReader
+
+  onEvent(listener: RuntimeEventListener): () => void
+
+  /**
+   * Stops and forgets containers this driver runs for agents not in
+   * `keepAgentIds` (deleted while the service was down). Returns their ids.
+   */
+  sweep(keepAgentIds: string[]): Promise<string[]>
+
+  /** Detaches from every container without stopping it (service shutdown). */
+  close(): Promise<void>
+}
+
+/** `GET /agents/:id/stats` figures the runtime knows (messages come from the chat area). */
+export interface RuntimeStats {
+  status: ContainerState
+  containerId: string | null
+  uptimeSecs: number
+}
+
+/** `GET /agents/:id/monitoring` (spec: Monitoring). */
+export interface MonitoringFigures extends ContainerUsage {
+  restartCount: number
+  /** `running` (monitoring is only answered for a running container). */
+  status: 'running'
+}
+
+/** A chat sent through the agent's own framework. */
+export interface ContainerChatRequest {
+  messages: ChatTurn[]
+  /** Stable id of the conversation; frameworks keep a session per id (OpenAI `user`). */
+  conversationId: string
+  signal?: AbortSignal
+}
+
+export interface ContainerChatReply {
+  content: string
+  /** The model name the framework answered with. */
+  model: string
+  usage?: { promptTokens: number; completionTokens: number; totalTokens: number }
+}
+
+/** One streamed piece of a reply. */
+export interface ContainerChatChunk {
+  token: string
+}

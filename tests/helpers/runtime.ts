@@ -1,0 +1,111 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import app from '@adonisjs/core/services/app'
+import { loadPlugins } from '#plugins/plugin_loader'
+import { PluginRegistry } from '#plugins/plugin_registry'
+import { ProcessDriver, type ProcessDriverOptions } from '#runtime/process/process_driver'
+import { RuntimeService } from '#runtime/runtime_service'
+import type { AgentRuntimeSpec, RuntimeEvent } from '#runtime/types'
+
+/** Plugins of plugins/ plus the test-only ones of tests/fixtures/plugins. */
+export async function testRegistry(): Promise<PluginRegistry> {
+  return new PluginRegistry([
+    ...(await loadPlugins(app.makePath('plugins'))),
+    ...(await loadPlugins(app.makePath('tests/fixtures/plugins'))),
+  ])
+}
+
+/** The runtime cache shared by test runs (framework packages are installed once). */
+export function sharedCacheDir(): string {
+  return join(
+    process.env.STORAGE_DIR ? process.env.STORAGE_DIR : app.makePath('storage'),
+    'runtime'
+  )
+}
+
+export interface RuntimeHarness {
+  agentsDir: string
+  registry: PluginRegistry
+  runtime: RuntimeService
+  driver: ProcessDriver
+  events: RuntimeEvent[]
+  /** A second service on the same folders, as after a restart of the service. */
+  restartService(): Promise<void>
+  cleanup(): Promise<void>
+}
+
+/** A process-driver runtime on a private agents folder, with fast restart settings. */
+export async function processHarness(
+  options: Partial<ProcessDriverOptions> = {}
+): Promise<RuntimeHarness> {
+  const agentsDir = await mkdtemp(join(tmpdir(), 'agent-host-agents-'))
+  const registry = await testRegistry()
+  const make = () => {
+    const driver = new ProcessDriver({
+      agentsDir,
+      cacheDir: sharedCacheDir(),
+      stopGraceMs: 3000,
+      pollIntervalMs: 200,
+      restart: {
+        baseDelayMs: 100,
+        maxDelayMs: 400,
+        maxConsecutiveRestarts: 2,
+        stableAfterMs: 60_000,
+      },
+      ...options,
+    })
+    const runtime = new RuntimeService({ driver, frameworks: registry, agentsDir })
+    return { driver, runtime }
+  }
+  const harness: RuntimeHarness = {
+    agentsDir,
+    registry,
+    events: [],
+    ...make(),
+    async restartService() {
+      await harness.runtime.shutdown()
+      Object.assign(harness, make())
+      harness.runtime.onEvent((event) => harness.events.push(event))
+    },
+    async cleanup() {
+      await harness.driver.sweep([])
+      await harness.runtime.shutdown()
+      await rm(agentsDir, { recursive: true, force: true })
+    },
+  }
+  harness.runtime.onEvent((event) => harness.events.push(event))
+  return harness
+}
+
+export function fixtureSpec(
+  agentId: string,
+  config: Record<string, unknown> = {}
+): AgentRuntimeSpec {
+  return {
+    agentId,
+    framework: 'fixture',
+    config: { personality: 'A test agent', ...config },
+    modelProxy: {
+      baseUrl: 'http://127.0.0.1:9/v1',
+      token: 'proxy-token-for-tests',
+      model: 'local-dev',
+    },
+  }
+}
+
+/** Polls until `check` holds, or fails with `what` after the timeout. */
+export async function waitFor<T>(
+  what: string,
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 10_000
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    const value = await check()
+    if (value) return value
+    await sleep(50)
+  }
+  throw new Error(`Timed out after ${timeoutMs}ms waiting for ${what}`)
+}
