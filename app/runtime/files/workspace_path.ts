@@ -1,5 +1,5 @@
 import { lstat, realpath } from 'node:fs/promises'
-import { dirname, join, relative, sep } from 'node:path'
+import { dirname, join, relative as relativePath, sep } from 'node:path'
 import { ForbiddenException, ValidationException } from '#core/exceptions/api_exceptions'
 
 /**
@@ -203,6 +203,6 @@ export async function resolveLocalWorkspacePath(
     forbidden('symbolic link pointing outside the workspace')
   }
   if (!isInside(real, workspace)) forbidden('symbolic link pointing outside the workspace')
-  const missing = relative(existing, absolute)
+  const missing = relativePath(existing, absolute)
   return { ...checked, absolute, real: missing ? join(real, missing) : real, workspace }
 }
