@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
@@ -12,7 +11,11 @@ import { recordVerifiedPayment } from '#billing/services/payment_recorder'
 import { createQuote } from '#billing/services/quote_service'
 import type { Purchase } from '#billing/services/pricing'
 import { setPaymentEnv } from '#tests/helpers/solana/payment_env'
-import { startPaymentWorld, type PaymentWorld } from '#tests/helpers/solana/payment_world'
+import {
+  newAccountId,
+  startPaymentWorld,
+  type PaymentWorld,
+} from '#tests/helpers/solana/payment_world'
 import { TOKEN_2022_PROGRAM_ADDRESS } from '#tests/helpers/solana/local_chain'
 
 const starter: Purchase = { kind: 'tier', key: 'starter', billingPeriod: 'monthly' }
@@ -50,7 +53,10 @@ async function unavailable(assert: Assert, promise: Promise<unknown>) {
 
 test.group('Payment verification (local Solana RPC, real signed transactions)', (group) => {
   let world: PaymentWorld
+  /** The account verifyPayment is asked for unless a test names another. */
+  let accountId: string
   group.setup(async () => {
+    accountId = await newAccountId()
     world = await startPaymentWorld()
     return () => world.close()
   })
@@ -77,7 +83,7 @@ test.group('Payment verification (local Solana RPC, real signed transactions)', 
   function input(signature: string, extra: Partial<VerifyPaymentInput> = {}): VerifyPaymentInput {
     return {
       signature,
-      userId: randomUUID(),
+      userId: accountId,
       linkedWallet: null,
       token: 'sol',
       purchase: starter,
@@ -367,7 +373,7 @@ test.group('Payment verification (local Solana RPC, real signed transactions)', 
   test('quote memo path: paid by anyone, carrying the account quote memo, checked against the quoted amount', async ({
     assert,
   }) => {
-    const userId = randomUUID()
+    const userId = await newAccountId()
     const quote = await createQuote({ userId, purchase: pro, token: 'sol' })
     assert.equal(quote.amountBaseUnits, '133266667') // 19.99 USD at 150 USD/SOL, rounded up
 
@@ -412,7 +418,7 @@ test.group('Payment verification (local Solana RPC, real signed transactions)', 
   test('quote memo path: less than quoted, or after the quote window, is rejected', async ({
     assert,
   }) => {
-    const userId = randomUUID()
+    const userId = await newAccountId()
     const quote = await createQuote({ userId, purchase: pro, token: 'sol' })
     const stranger = await world.chain.wallet(2)
     // 99% would pass the live-price tolerance, but a quote is exact.
@@ -526,7 +532,7 @@ test.group('Payment verification (local Solana RPC, real signed transactions)', 
     const { wallet, tx } = await solPayment(STARTER_LAMPORTS)
     const request = input(tx.signature, { linkedWallet: wallet.address })
     const verified = await verifyPayment(request)
-    const other = await verifyPayment({ ...request, userId: randomUUID() })
+    const other = await verifyPayment({ ...request, userId: await newAccountId() })
 
     const payment = await db.transaction((trx) => recordVerifiedPayment(trx, verified))
     assert.equal(payment.signature, tx.signature)
@@ -547,7 +553,7 @@ test.group('Payment verification (local Solana RPC, real signed transactions)', 
     // Verifying it again is refused up front.
     const message = await rejection(assert, verifyPayment(request), 'replay')
     assert.include(message, 'already used')
-    await rejection(assert, verifyPayment({ ...request, userId: randomUUID() }), 'replay')
+    await rejection(assert, verifyPayment({ ...request, userId: await newAccountId() }), 'replay')
 
     const rows = await Payment.query().where('signature', tx.signature)
     assert.lengthOf(rows, 1)
@@ -582,7 +588,7 @@ test.group('Payment verification (local Solana RPC, real signed transactions)', 
   })
 
   test('a quote is consumed by the payment that used it', async ({ assert }) => {
-    const userId = randomUUID()
+    const userId = await newAccountId()
     const quote = await createQuote({ userId, purchase: starter, token: 'sol' })
     const stranger = await world.chain.wallet(2)
     const pay = () =>

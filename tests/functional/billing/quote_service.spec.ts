@@ -1,11 +1,14 @@
-import { randomUUID } from 'node:crypto'
 import { test } from '@japa/runner'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import Quote from '#billing/models/quote'
 import { clearPriceCache } from '#billing/services/price_feed'
 import { createQuote, findQuoteByMemo, QUOTE_TTL_MINUTES } from '#billing/services/quote_service'
 import { setPaymentEnv } from '#tests/helpers/solana/payment_env'
-import { startPaymentWorld, type PaymentWorld } from '#tests/helpers/solana/payment_world'
+import {
+  newAccountId,
+  startPaymentWorld,
+  type PaymentWorld,
+} from '#tests/helpers/solana/payment_world'
 
 test.group('Payment quotes', (group) => {
   let world: PaymentWorld
@@ -21,7 +24,7 @@ test.group('Payment quotes', (group) => {
   test('a SOL quote: exact amount from the feed price, unguessable memo, 15 minutes, kept for the account', async ({
     assert,
   }) => {
-    const userId = randomUUID()
+    const userId = await newAccountId()
     const before = Date.now()
     const quote = await createQuote({
       userId,
@@ -49,7 +52,7 @@ test.group('Payment quotes', (group) => {
   })
 
   test('annual is 10 monthly prices; founding member is one 99 USD price', async ({ assert }) => {
-    const userId = randomUUID()
+    const userId = await newAccountId()
     const annual = await createQuote({
       userId,
       purchase: { kind: 'tier', key: 'pro', billingPeriod: 'annual' },
@@ -70,7 +73,7 @@ test.group('Payment quotes', (group) => {
     world.prices.failWithStatus = 500
     const asked = world.prices.requests.length
     const quote = await createQuote({
-      userId: randomUUID(),
+      userId: await newAccountId(),
       purchase: { kind: 'addon', key: 'addon.agents.3', billingPeriod: 'monthly' },
       token: 'usdc',
     })
@@ -83,7 +86,7 @@ test.group('Payment quotes', (group) => {
 
   test('platform-token quotes use its price id and mint decimals', async ({ assert }) => {
     const quote = await createQuote({
-      userId: randomUUID(),
+      userId: await newAccountId(),
       purchase: { kind: 'addon', key: 'addon.ai_credits.25000', billingPeriod: 'monthly' },
       token: 'platform',
     })
@@ -94,7 +97,7 @@ test.group('Payment quotes', (group) => {
   })
 
   test('memos are unique', async ({ assert }) => {
-    const userId = randomUUID()
+    const userId = await newAccountId()
     const purchase = { kind: 'tier', key: 'starter', billingPeriod: 'monthly' } as const
     const quotes = await Promise.all(
       Array.from({ length: 5 }, () => createQuote({ userId, purchase, token: 'usdc' }))
@@ -104,10 +107,11 @@ test.group('Payment quotes', (group) => {
   })
 
   test('no price: 503; missing settings are named', async ({ assert }) => {
+    const userId = await newAccountId()
     const purchase = { kind: 'tier', key: 'starter', billingPeriod: 'monthly' } as const
     world.prices.failWithStatus = 503
     await assert.rejects(
-      () => createQuote({ userId: randomUUID(), purchase, token: 'sol' }),
+      () => createQuote({ userId, purchase, token: 'sol' }),
       /USD price of SOL is unavailable/
     )
     world.prices.failWithStatus = null
@@ -115,7 +119,7 @@ test.group('Payment quotes', (group) => {
     for (const name of ['PRICE_API_URL', 'TREASURY_ADDRESS'] as const) {
       const restore = setPaymentEnv({ [name]: '' })
       try {
-        await createQuote({ userId: randomUUID(), purchase, token: 'sol' })
+        await createQuote({ userId, purchase, token: 'sol' })
         assert.fail(`expected a refusal naming ${name}`)
       } catch (error) {
         assert.instanceOf(error, ServiceUnavailableException)
@@ -127,7 +131,7 @@ test.group('Payment quotes', (group) => {
     await assert.rejects(
       () =>
         createQuote({
-          userId: randomUUID(),
+          userId,
           purchase: { kind: 'tier', key: 'free', billingPeriod: 'monthly' },
           token: 'sol',
         }),

@@ -4,6 +4,7 @@ import { LocalChain, type Mint } from '#tests/helpers/solana/local_chain'
 import { startSolanaRpc, type SolanaRpcServer } from '#tests/helpers/solana/rpc_server'
 import { startPriceFeed, type PriceFeedServer } from '#tests/helpers/solana/price_feed_server'
 import { setPaymentEnv } from '#tests/helpers/solana/payment_env'
+import { createUser } from '#tests/helpers/identity'
 
 export const PLATFORM_PRICE_ID = 'agent-host-token'
 
@@ -53,4 +54,10 @@ export async function startPaymentWorld(): Promise<PaymentWorld> {
       await Promise.all([rpc.close(), prices.close()])
     },
   }
+}
+
+/** A real account's id (quotes and payments reference users). */
+export async function newAccountId(): Promise<string> {
+  const user = await createUser()
+  return user.id
 }
