@@ -1,6 +1,4 @@
-import app from '@adonisjs/core/services/app'
-import logger from '@adonisjs/core/services/logger'
-import { RedisConnection } from '@adonisjs/redis'
+import redis from '@adonisjs/redis/services/main'
 import env from '#start/env'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import { requirePaymentSetting } from '#billing/services/payment_config'
@@ -24,43 +22,13 @@ interface CachedPrice {
 const localCache = new Map<string, CachedPrice>()
 const inFlight = new Map<string, Promise<number>>()
 
-let redis: { url: string; connection: RedisConnection } | undefined
-
 /**
- * The shared Redis connection for the price cache when REDIS_URL is set, so
+ * The shared Redis connection (config/redis.ts) when REDIS_URL is set, so
  * instances behind one Redis ask the feed once a minute between them.
  */
-function redisConnection(): RedisConnection | undefined {
-  const url = env.get('REDIS_URL')
-  if (!url) return undefined
-  if (redis?.url === url) return redis.connection
-  void redis?.connection.quit().catch(() => {})
-  const parsed = new URL(url)
-  const connection = new RedisConnection('billing-price-cache', {
-    host: parsed.hostname,
-    port: parsed.port || 6379,
-    username: parsed.username ? decodeURIComponent(parsed.username) : undefined,
-    password: parsed.password ? decodeURIComponent(parsed.password) : undefined,
-    db: Number(parsed.pathname.slice(1) || 0),
-    tls: parsed.protocol === 'rediss:' ? {} : undefined,
-    lazyConnect: true,
-    maxRetriesPerRequest: 1,
-    connectTimeout: 2_000,
-  })
-  // A cache outage must not fail payments: errors are logged and the feed is asked directly.
-  connection.on('error', (error) => logger.warn({ err: error }, 'price cache redis error'))
-  redis = { url, connection }
-  return connection
+function redisConnection() {
+  return env.get('REDIS_URL') ? redis : undefined
 }
-
-/** Closes the Redis connection of the price cache (app shutdown, tests). */
-export async function closePriceCache(): Promise<void> {
-  const current = redis
-  redis = undefined
-  await current?.connection.quit().catch(() => {})
-}
-
-app.terminating(closePriceCache)
 
 /** Forgets every cached price (tests; an operator switching feeds). */
 export async function clearPriceCache(): Promise<void> {
@@ -73,6 +41,7 @@ export async function clearPriceCache(): Promise<void> {
   } catch {}
 }
 
+// A Redis outage must not fail payments: cache errors fall back to the feed.
 async function readCache(id: string): Promise<number | undefined> {
   const connection = redisConnection()
   if (connection) {

@@ -2,12 +2,7 @@ import { Socket } from 'node:net'
 import { test } from '@japa/runner'
 import { RedisConnection } from '@adonisjs/redis'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
-import {
-  clearPriceCache,
-  closePriceCache,
-  PRICE_CACHE_SECONDS,
-  usdPrice,
-} from '#billing/services/price_feed'
+import { clearPriceCache, PRICE_CACHE_SECONDS, usdPrice } from '#billing/services/price_feed'
 import { setPaymentEnv } from '#tests/helpers/solana/payment_env'
 import { startPriceFeed, type PriceFeedServer } from '#tests/helpers/solana/price_feed_server'
 
@@ -156,7 +151,6 @@ test.group('Price feed', (group) => {
       assert.lengthOf(feed.requests, 1)
     } finally {
       await clearPriceCache()
-      await closePriceCache()
       await probe.quit()
       restoreRedis()
     }
