@@ -16,7 +16,7 @@ router
   .use(middleware.auth({ guards: ['jwt'] }))
 
 exportSections.register('credit_ledger', async (userId) => {
-  const rows = await CreditLedgerEntry.query().where('user_id', userId).orderBy('created_at', 'asc')
+  const rows = await CreditLedgerEntry.query().where('user_id', userId).orderBy('seq', 'asc')
   return rows.map((row) => ({
     id: row.id,
     kind: row.kind,

@@ -86,3 +86,9 @@ export async function apiKeyFor(user: User, label = 'test'): Promise<string> {
 export async function reloadUser(user: { id: string }): Promise<User> {
   return User.findOrFail(user.id)
 }
+
+/** The user's AI Credit balance as stored now. */
+export async function creditsOf(user: { id: string }): Promise<number> {
+  const fresh = await reloadUser(user)
+  return fresh.aiCreditsBalance
+}

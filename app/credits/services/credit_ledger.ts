@@ -165,11 +165,7 @@ export async function balanceOf(userId: string): Promise<number> {
 
 /** Newest entries first. */
 export async function entriesOf(userId: string, limit: number): Promise<CreditLedgerEntry[]> {
-  return CreditLedgerEntry.query()
-    .where('user_id', userId)
-    .orderBy('created_at', 'desc')
-    .orderBy('id', 'desc')
-    .limit(limit)
+  return CreditLedgerEntry.query().where('user_id', userId).orderBy('seq', 'desc').limit(limit)
 }
 
 const creditLedger = { credit, debit, balanceOf, entriesOf }

@@ -82,6 +82,12 @@ test.group('Registration and e-mail verification', () => {
       username,
       tier: 'free',
     })
+
+    const notes = await client.get('/auth/notifications').bearerToken(login.body().data.token)
+    assert.deepEqual(
+      notes.body().data.notifications.map((n: any) => n.type),
+      ['welcome']
+    )
   })
 
   test('the verification link works once; following it again changes nothing', async ({
