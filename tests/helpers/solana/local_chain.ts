@@ -6,7 +6,6 @@ import {
   generateKeyPairSigner,
   getAddressDecoder,
   getAddressEncoder,
-  getBase58Decoder,
   getCompiledTransactionMessageDecoder,
   getSignatureFromTransaction,
   getTransactionDecoder,
@@ -504,5 +503,3 @@ export class LocalChain {
     return this.svm.latestBlockhash()
   }
 }
-
-export const base58 = getBase58Decoder()
