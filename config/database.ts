@@ -17,6 +17,8 @@ const dbConfig = defineConfig({
         connectionString: env.get('DATABASE_URL'),
       },
       pool: { min: 0, max: app.inTest ? 20 : 10 },
+      // Models are written by hand per area; no generated database/schema.ts.
+      schemaGeneration: { enabled: false },
       migrations: {
         naturalSort: true,
         paths: ['database/migrations'],
