@@ -12,7 +12,12 @@ const limiterConfig = defineConfig({
   default: env.get('REDIS_URL') ? 'redis' : 'database',
   stores: {
     redis: stores.redis({ connectionName: 'main', keyPrefix: 'rl' }),
-    database: stores.database({ tableName: 'rate_limits', keyPrefix: 'rl' }),
+    // Connection registered by the identity provider (asynchronous commit).
+    database: stores.database({
+      tableName: 'rate_limits',
+      keyPrefix: 'rl',
+      connectionName: 'rate_limits',
+    }),
   },
 })
 

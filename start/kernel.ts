@@ -20,7 +20,7 @@ server.use([
 
 router.use([
   () => import('@adonisjs/core/bodyparser_middleware'),
-  () => import('@adonisjs/auth/initialize_auth_middleware'),
+  () => import('#identity/middleware/initialize_auth_middleware'),
 ])
 
 export const middleware = router.named({

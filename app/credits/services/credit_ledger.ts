@@ -1,6 +1,7 @@
 import db from '@adonisjs/lucid/services/db'
 import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
 import CreditLedgerEntry, { type LedgerKind } from '#credits/models/credit_ledger_entry'
+import { authCache } from '#identity/services/auth_cache'
 import {
   InsufficientCreditsException,
   NotFoundException,
@@ -121,6 +122,7 @@ export async function credit(
       throw error
     }
     if (rows.length === 0) throw new NotFoundException('User not found')
+    authCache.forgetUser(userId, trx)
     return record(trx, userId, credits, rows[0].ai_credits_balance, options)
   })
 }
@@ -153,6 +155,7 @@ export async function debit(
       if (!exists) throw new NotFoundException('User not found')
       throw new InsufficientCreditsException()
     }
+    authCache.forgetUser(userId, trx)
     return record(trx, userId, -credits, rows[0].ai_credits_balance, options)
   })
 }

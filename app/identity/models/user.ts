@@ -1,8 +1,16 @@
 import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, beforeSave, column } from '@adonisjs/lucid/orm'
+import {
+  afterDelete,
+  afterSave,
+  BaseModel,
+  beforeCreate,
+  beforeSave,
+  column,
+} from '@adonisjs/lucid/orm'
 import { type TierKey, tierPlan } from '#config/plans'
 import { ApiKeyTokensProvider } from '#identity/services/api_key_tokens_provider'
+import { authCache } from '#identity/services/auth_cache'
 
 export const roles = ['user', 'support', 'operator', 'admin'] as const
 export type Role = (typeof roles)[number]
@@ -80,6 +88,13 @@ export default class User extends BaseModel {
   @beforeSave()
   static normalizeEmail(user: User) {
     if (user.$dirty.email) user.email = user.email.trim().toLowerCase()
+  }
+
+  /** This instance sees its own changes at once (other instances via NOTIFY). */
+  @afterSave()
+  @afterDelete()
+  static forgetCached(user: User) {
+    authCache.forgetUser(user.id, user.$trx)
   }
 
   get isVerified(): boolean {

@@ -6,6 +6,7 @@ import {
 } from '#core/exceptions/api_exceptions'
 import User from '#identity/models/user'
 import { ApiKeyTokensProvider, isUuid } from '#identity/services/api_key_tokens_provider'
+import { authCache } from '#identity/services/auth_cache'
 
 /** Keys one account may hold at once. */
 export const MAX_API_KEYS = 50
@@ -70,6 +71,7 @@ export async function listApiKeys(user: User): Promise<ApiKeyView[]> {
 export async function revokeApiKey(user: User, id: string): Promise<void> {
   const deleted = isUuid(id) ? await User.apiKeys.delete(user, id) : 0
   if (!deleted) throw new NotFoundException('API key not found')
+  authCache.forgetApiKey(id)
 }
 
 /** Issues a key without the HTTP checks (test helpers, seeding). */

@@ -3,6 +3,7 @@ import type { Secret } from '@adonisjs/core/helpers'
 import type { LucidModel } from '@adonisjs/lucid/types/model'
 import { AccessToken, DbAccessTokensProvider } from '@adonisjs/auth/access_tokens'
 import type { AccessTokenDbColumns } from '@adonisjs/auth/types/access_tokens'
+import { authCache } from '#identity/services/auth_cache'
 
 export const API_KEY_PREFIX = 'hk_'
 export const API_KEYS_TABLE = 'api_keys'
@@ -50,6 +51,16 @@ export class ApiKeyTokensProvider<Model extends LucidModel> extends DbAccessToke
     const decoded = AccessToken.decode(this.prefix, tokenValue.release())
     if (!decoded || !isUuid(decoded.identifier)) return null
 
+    const cached = authCache.apiKey(decoded.identifier)
+    const cachedUser = cached && authCache.user(cached.userId)
+    if (cached && cachedUser) {
+      const token = this.dbRowToAccessToken(cached.columns as unknown as AccessTokenDbColumns)
+      if (!token.verify(decoded.secret) || token.isExpired()) return null
+      this.touch(token, cached.columns)
+      return { token, userRow: cachedUser }
+    }
+
+    const readStartedAt = authCache.now()
     const db = await this.getDb()
     const row = await db
       .from(`${this.table} as k`)
@@ -87,12 +98,17 @@ export class ApiKeyTokensProvider<Model extends LucidModel> extends DbAccessToke
     const token = this.dbRowToAccessToken(keyColumns)
     if (!token.verify(decoded.secret) || token.isExpired()) return null
 
-    this.touch(token)
-
     const userRow: Record<string, unknown> = {}
     for (const [column, value] of Object.entries(row)) {
       if (!column.startsWith('k_')) userRow[column] = value
     }
+    authCache.storeApiKey(
+      { columns: keyColumns as unknown as Record<string, unknown>, userId: String(row.id) },
+      userRow,
+      readStartedAt
+    )
+
+    this.touch(token, keyColumns as unknown as Record<string, unknown>)
     return { token, userRow }
   }
 
@@ -101,12 +117,17 @@ export class ApiKeyTokensProvider<Model extends LucidModel> extends DbAccessToke
     return verified?.token ?? null
   }
 
-  /** Records use of the key when the stored time is older than the resolution. */
-  private touch(token: AccessToken) {
+  /**
+   * Records use of the key when the stored time is older than the
+   * resolution; `columns` (possibly the cached row) learns the new time so
+   * the next requests do not write again.
+   */
+  private touch(token: AccessToken, columns: Record<string, unknown>) {
     const lastUsed = token.lastUsedAt?.getTime() ?? 0
     if (Date.now() - lastUsed < LAST_USED_RESOLUTION_MS) return
     const now = new Date()
     token.lastUsedAt = now
+    columns.last_used_at = now
     const staleBefore = DateTime.fromJSDate(now).minus({ milliseconds: LAST_USED_RESOLUTION_MS })
     // Not awaited: the answer must not wait for this bookkeeping write.
     void this.getDb()

@@ -1,4 +1,6 @@
 import { Secret } from '@adonisjs/core/helpers'
+import db from '@adonisjs/lucid/services/db'
+import { authCache } from '#identity/services/auth_cache'
 import User from '#identity/models/user'
 import { AuthRequiredException } from '#core/exceptions/api_exceptions'
 import { API_KEY_PREFIX, isUuid } from '#identity/services/api_key_tokens_provider'
@@ -34,10 +36,22 @@ export function credentialKind(token: string): CredentialKind {
   return token.startsWith(API_KEY_PREFIX) ? 'api_key' : 'jwt'
 }
 
+/** A user by id through the auth cache (a fresh model instance each time). */
+export async function loadUser(id: string): Promise<User | null> {
+  if (!isUuid(id)) return null
+  let row = authCache.user(id)
+  if (!row) {
+    const readStartedAt = authCache.now()
+    row = await db.from(User.table).where('id', id).first()
+    if (!row) return null
+    authCache.storeUser(row, readStartedAt)
+  }
+  return User.$createFromAdapterResult(row) as User
+}
+
 async function userFromJwt(token: string): Promise<User | null> {
   const claims = verifyJwt(token)
-  if (!claims || !isUuid(claims.sub)) return null
-  return User.find(claims.sub)
+  return claims ? loadUser(claims.sub) : null
 }
 
 /**

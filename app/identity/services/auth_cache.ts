@@ -1,0 +1,123 @@
+import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
+
+/**
+ * In-process cache of what authenticating a request reads: users rows by id
+ * and API key rows by id. It takes the database round trip off the hot path
+ * of /api/v1 and the dashboard.
+ *
+ * Staleness is bounded by invalidation, not by time alone:
+ * - PostgreSQL triggers NOTIFY every change or deletion of a users or
+ *   api_keys row, from any instance and any code path (model save or raw
+ *   query); each instance LISTENs (auth_cache_listener) and evicts the row.
+ *   NOTIFY is delivered after commit, so a reader that started before an
+ *   eviction for the same id does not store what it read.
+ * - Writers in this process also evict synchronously (User hooks, the
+ *   credit ledger, key revocation), so this instance sees its own changes at
+ *   once.
+ * - The cache is used only while the LISTEN connection is up; a lost
+ *   connection flushes it.
+ * - A TTL of 60 s caps anything missed anyway.
+ */
+const TTL_MS = 60_000
+const MAX_ENTRIES = 10_000
+
+interface Entry<T> {
+  value: T
+  storedAt: number
+}
+
+export interface CachedApiKey {
+  /** The api_keys columns, as the access-token provider reads them. */
+  columns: Record<string, unknown>
+  userId: string
+}
+
+const users = new Map<string, Entry<Record<string, unknown>>>()
+const keys = new Map<string, Entry<CachedApiKey>>()
+/** When each id was last evicted: guards against storing a read that raced it. */
+const evictedAt = new Map<string, number>()
+let flushedAt = 0
+let enabled = false
+
+function fresh<T>(map: Map<string, Entry<T>>, id: string): T | undefined {
+  if (!enabled) return undefined
+  const entry = map.get(id)
+  if (!entry) return undefined
+  if (Date.now() - entry.storedAt > TTL_MS) {
+    map.delete(id)
+    return undefined
+  }
+  return entry.value
+}
+
+function mayStore(ids: string[], readStartedAt: number): boolean {
+  if (!enabled || readStartedAt <= flushedAt) return false
+  return ids.every((id) => (evictedAt.get(id) ?? 0) < readStartedAt)
+}
+
+function put<T>(map: Map<string, Entry<T>>, id: string, value: T) {
+  if (map.size >= MAX_ENTRIES) {
+    const oldest = map.keys().next().value
+    if (oldest !== undefined) map.delete(oldest)
+  }
+  map.set(id, { value, storedAt: Date.now() })
+}
+
+function evict(id: string) {
+  users.delete(id)
+  keys.delete(id)
+  evictedAt.set(id, Date.now())
+  // Eviction marks only matter for reads in flight: keep them briefly.
+  if (evictedAt.size > MAX_ENTRIES) {
+    const cutoff = Date.now() - 10_000
+    for (const [evictedId, at] of evictedAt) if (at < cutoff) evictedAt.delete(evictedId)
+  }
+}
+
+/** Runs now and, inside a transaction, again once it commits. */
+function afterCommit(trx: TransactionClientContract | undefined, work: () => void) {
+  work()
+  trx?.after('commit', work)
+}
+
+export const authCache = {
+  /** Milliseconds timestamp to pass to `store*` (taken before the read). */
+  now: () => Date.now(),
+
+  user: (id: string) => fresh(users, id),
+  apiKey: (id: string) => fresh(keys, id),
+
+  storeUser(row: Record<string, unknown>, readStartedAt: number) {
+    const id = String(row.id)
+    if (mayStore([id], readStartedAt)) put(users, id, row)
+  },
+
+  storeApiKey(key: CachedApiKey, userRow: Record<string, unknown>, readStartedAt: number) {
+    const keyId = String(key.columns.id)
+    if (!mayStore([keyId, key.userId], readStartedAt)) return
+    put(keys, keyId, key)
+    put(users, key.userId, userRow)
+  },
+
+  /** A users row changed or was deleted (in `trx`, when given). */
+  forgetUser(id: string, trx?: TransactionClientContract) {
+    afterCommit(trx, () => evict(id))
+  },
+
+  /** An api_keys row changed or was deleted. */
+  forgetApiKey(id: string) {
+    evict(id)
+  },
+
+  /** Invalidation source (up) or lost (down): either way start empty. */
+  setEnabled(value: boolean) {
+    enabled = value
+    users.clear()
+    keys.clear()
+    flushedAt = Date.now()
+  },
+
+  get enabled() {
+    return enabled
+  },
+}
