@@ -22,6 +22,10 @@ import { grantMonthlyCredits } from '#credits/services/monthly_grant'
 /** Verification links are valid 24 hours. */
 const VERIFICATION_TTL_HOURS = 24
 
+/** Verification mails one may ask for per hour: per address, and per client address. */
+const RESEND_PER_ADDRESS = 5
+const RESEND_PER_CLIENT = 1000
+
 const PG_UNIQUE_VIOLATION = '23505'
 
 export interface RegistrationInput {
@@ -185,12 +189,12 @@ async function answerTakenAddress(user: User) {
 export async function resendVerification(emailInput: string, ip: string): Promise<void> {
   const email = normalizeEmail(emailInput)
   const perAddress = await limiter
-    .use({ requests: 5, duration: '1 hour' })
+    .use({ requests: RESEND_PER_ADDRESS, duration: '1 hour' })
     .increment(`resend-verification:${email}`)
   const perClient = await limiter
-    .use({ requests: 100, duration: '1 hour' })
+    .use({ requests: RESEND_PER_CLIENT, duration: '1 hour' })
     .increment(`resend-verification-ip:${ip}`)
-  if (perAddress.consumed > 5 || perClient.consumed > 100) {
+  if (perAddress.consumed > RESEND_PER_ADDRESS || perClient.consumed > RESEND_PER_CLIENT) {
     throw new RateLimitExceededException('Too many verification mails requested; try again later')
   }
 
