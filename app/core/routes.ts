@@ -2,6 +2,8 @@ import router from '@adonisjs/core/services/router'
 import '#identity/routes'
 import '#credits/routes'
 import '#support/routes'
+import '#billing/routes'
+import '#referrals/routes'
 
 const HealthController = () => import('#core/health/health_controller')
 const OpenApiController = () => import('#core/openapi/openapi_controller')
