@@ -136,7 +136,8 @@ test.group('GET /features/account', () => {
     const user = await createUser({ tier: 'pro' })
     user.subscriptionExpiresAt = DateTime.utc().minus({ minutes: 1 })
     await user.save()
-    const data = (await client.get('/features/account').bearerToken(jwtFor(user))).body().data
+    const response = await client.get('/features/account').bearerToken(jwtFor(user))
+    const data = response.body().data
     assert.equal(data.tier, 'free')
     assert.equal(data.agentLimit, 1)
     assert.isNull(data.subscriptionExpiresAt)
