@@ -13,7 +13,8 @@ import {
 /**
  * Event for the agents/runtime area: an account's agent limit was applied.
  * `paused` agents must have their containers stopped, `resumed` ones started.
- * Emitted after the status change committed, only when something changed.
+ * Emitted after the status change committed, when agents changed or the
+ * limit itself changed (a lapse or a purchase).
  */
 export const AGENT_LIMIT_CHANGED = 'agents:limit_changed'
 
@@ -44,7 +45,10 @@ function plural(count: number, word: string) {
  * notified in the same transaction; the runtime hears about it through
  * `agents:limit_changed` after commit. Safe to call any time, repeatedly.
  */
-export async function enforceAgentLimit(userId: string): Promise<AgentLimitChanged> {
+export async function enforceAgentLimit(
+  userId: string,
+  options: { limitChanged?: boolean } = {}
+): Promise<AgentLimitChanged> {
   const change = await db.transaction(async (trx) => {
     await lockAgentSlots(trx, userId)
     const agentLimit = await agentLimitFor(userId, { client: trx })
@@ -83,7 +87,7 @@ export async function enforceAgentLimit(userId: string): Promise<AgentLimitChang
     return { userId, agentLimit, paused: toPause, resumed: toResume }
   })
 
-  if (change.paused.length > 0 || change.resumed.length > 0) {
+  if (options.limitChanged || change.paused.length > 0 || change.resumed.length > 0) {
     try {
       await emitter.emit(AGENT_LIMIT_CHANGED, change)
     } catch (error) {
@@ -95,9 +99,12 @@ export async function enforceAgentLimit(userId: string): Promise<AgentLimitChang
 }
 
 /** enforceAgentLimit that logs instead of failing (after a purchase already committed). */
-export async function enforceAgentLimitQuietly(userId: string): Promise<void> {
+export async function enforceAgentLimitQuietly(
+  userId: string,
+  options: { limitChanged?: boolean } = {}
+): Promise<void> {
   try {
-    await enforceAgentLimit(userId)
+    await enforceAgentLimit(userId, options)
   } catch (error) {
     logger.error({ err: error, userId }, 'applying the agent limit failed')
   }

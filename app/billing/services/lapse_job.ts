@@ -171,16 +171,13 @@ export async function runBillingLapse(now: DateTime = DateTime.utc()): Promise<L
   const tiersLapsed = await lapseTiers(now)
   const addonLapse = await lapseAddons(now)
 
-  const accounts = new Set<string>([
-    ...tiersLapsed,
-    ...addonLapse.users,
-    ...(await accountsWithPausedAgents()),
-  ])
+  const changed = new Set<string>([...tiersLapsed, ...addonLapse.users])
+  const accounts = new Set<string>([...changed, ...(await accountsWithPausedAgents())])
   const paused: Record<string, string[]> = {}
   const resumed: Record<string, string[]> = {}
   for (const userId of accounts) {
     try {
-      const change = await enforceAgentLimit(userId)
+      const change = await enforceAgentLimit(userId, { limitChanged: changed.has(userId) })
       if (change.paused.length > 0) paused[userId] = change.paused
       if (change.resumed.length > 0) resumed[userId] = change.resumed
     } catch (error) {

@@ -220,7 +220,7 @@ export async function subscribe(
     return slot
   })
 
-  await enforceAgentLimitQuietly(account.id)
+  await enforceAgentLimitQuietly(account.id, { limitChanged: true })
   const fresh = await User.findOrFail(account.id)
   return {
     tier: fresh.tier,
@@ -289,7 +289,7 @@ export async function purchaseAddon(
     }
   )
 
-  if (pack) await enforceAgentLimitQuietly(user.id)
+  if (pack) await enforceAgentLimitQuietly(user.id, { limitChanged: true })
   const fresh = await User.findOrFail(user.id)
   const active = await activeAddonsOf(fresh.id)
   return {
