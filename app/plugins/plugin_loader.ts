@@ -26,6 +26,7 @@ const REQUIRED_MEMBERS: Record<
     containerLaunch: 'function',
     readinessPath: 'string',
     defaultPort: 'number',
+    containerPaths: 'object',
     resources: 'object',
     chatEndpoint: 'function',
     readMemory: 'function',

@@ -42,6 +42,12 @@ export interface AgentRuntimeContext {
   port: number
   /** Per-agent secret the service uses to call the framework's API (32+ characters). */
   gatewayToken: string
+  /**
+   * The agent's state and workspace folders as the framework sees them:
+   * host paths for the process driver, the plugin's `containerPaths` inside
+   * a container.
+   */
+  paths: { state: string; workspace: string }
 }
 
 /** A file the adapter wants written before the framework starts (and on reconfigure). */
@@ -52,6 +58,12 @@ export interface RenderedFile {
   content: string
   /** File mode; 0o600 for files holding secrets. Default 0o644. */
   mode?: number
+  /**
+   * Written only when missing (seed files the framework then owns, such as
+   * an empty memory store). Otherwise the file is rewritten on every start,
+   * the config being its source of truth.
+   */
+  onlyIfMissing?: boolean
 }
 
 /** How to launch the framework as a local child process (process driver). */
@@ -86,11 +98,7 @@ export interface ContainerLaunch {
   /** Overrides the image's command when set. */
   command?: string[]
   env: Record<string, string>
-  /** Path of the persistent state volume inside the container. */
-  stateMountPath: string
-  /** Workspace path inside the container (file manager root). */
-  workspacePath: string
-  /** User to run as inside the container (image default when unset). */
+  /** `uid:gid` to run as inside the container (image default when unset); rendered files get this owner. */
   user?: string
 }
 
@@ -144,6 +152,12 @@ export interface FrameworkAdapter {
 
   /** Port the framework listens on inside a container. */
   defaultPort: number
+
+  /**
+   * Inside a container: `state` is where the persistent volume is mounted,
+   * `workspace` the file manager's root (usually inside `state`).
+   */
+  containerPaths: { state: string; workspace: string }
 
   /** Default limits; an agent's own limits (from its plan) override them. */
   resources: AgentResources

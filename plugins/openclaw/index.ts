@@ -1,0 +1,191 @@
+import { join } from 'node:path'
+import JSON5 from 'json5'
+import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
+import {
+  definePlugin,
+  type AgentRuntimeContext,
+  type FrameworkPlugin,
+  type RenderedFile,
+} from '#plugins/types'
+import {
+  markdownMemory,
+  modelRoute,
+  soulMarkdown,
+  validateAgentConfig,
+} from '../_shared/agent_config.ts'
+
+/**
+ * OpenClaw (https://openclaw.ai), npm package `openclaw`, pinned. The
+ * process driver installs it into the runtime cache on first use; the
+ * docker driver runs the image of the same version. Its gateway serves the
+ * OpenAI-compatible /v1/chat/completions (enabled in the rendered config),
+ * authenticated with the agent's gateway token, and /readyz.
+ */
+export const OPENCLAW_VERSION = '2026.9.6'
+export const OPENCLAW_IMAGE = `ghcr.io/openclaw/openclaw:${OPENCLAW_VERSION}`
+/** The package's engines field: ">=24.16.0 <25 || >=26.1.0". */
+const MINIMUM_NODE = [24, 16]
+
+const CONTAINER_STATE = '/home/node/.openclaw'
+const CONTAINER_WORKSPACE = `${CONTAINER_STATE}/workspace`
+const CONTAINER_PORT = 18789
+/** The model provider id inside openclaw.json; the model ref is `agenthost/<model>`. */
+const PROVIDER_ID = 'agenthost'
+/** Env variable the config's `${...}` substitution reads the model key from (kept out of files). */
+const MODEL_KEY_VARIABLE = 'AGENT_HOST_MODEL_KEY'
+
+function checkNode(version: string) {
+  const [major, minor] = version.replace(/^v/, '').split('.').map(Number)
+  const ok = major === MINIMUM_NODE[0] ? minor >= MINIMUM_NODE[1] : major >= 26
+  if (!ok) {
+    throw new ServiceUnavailableException(
+      `OpenClaw ${OPENCLAW_VERSION} needs Node.js 24.16 or newer (or 26.1+); the service runs on ${version}`
+    )
+  }
+}
+
+/** openclaw.json: a local loopback (process) or LAN (container) gateway with token auth. */
+export function renderOpenClawConfig(context: AgentRuntimeContext): Record<string, unknown> {
+  const route = modelRoute(context.config, context.modelProxy)
+  const anthropic = route.provider === 'anthropic'
+  return {
+    gateway: {
+      mode: 'local',
+      port: context.port,
+      bind: context.driver === 'process' ? 'loopback' : 'lan',
+      // The token itself comes from OPENCLAW_GATEWAY_TOKEN, never from this file.
+      auth: { mode: 'token' },
+      http: { endpoints: { chatCompletions: { enabled: true } } },
+      controlUi: { enabled: false },
+    },
+    update: { checkOnStart: false },
+    logging: { file: join(context.paths.state, 'logs', 'openclaw.log') },
+    models: {
+      mode: 'merge',
+      providers: {
+        [PROVIDER_ID]: {
+          baseUrl: anthropic ? 'https://api.anthropic.com' : route.baseUrl,
+          apiKey: `\${${MODEL_KEY_VARIABLE}}`,
+          api: anthropic ? 'anthropic-messages' : 'openai-completions',
+          models: [
+            {
+              id: route.model,
+              name: route.model,
+              contextWindow: 128_000,
+              maxTokens: 8192,
+            },
+          ],
+        },
+      },
+    },
+    agents: {
+      defaults: {
+        workspace: context.paths.workspace,
+        model: { primary: `${PROVIDER_ID}/${route.model}` },
+        // No recurring turns: every model call is one a user asked for.
+        heartbeat: { every: '0m' },
+        // SOUL.md and AGENTS.md come from the service; no first-run ritual.
+        skipBootstrap: true,
+      },
+    },
+    plugins: {
+      entries: {
+        // Background "dreaming" consolidation would spend model calls on its own.
+        'memory-core': { config: { dreaming: { enabled: false } } },
+      },
+    },
+  }
+}
+
+function agentsMarkdown(config: Record<string, unknown>): string {
+  const extra =
+    typeof config.instructions === 'string' && config.instructions.trim()
+      ? `\n## Instructions from your owner\n\n${config.instructions.trim()}\n`
+      : ''
+  return `# AGENTS.md
+
+You are a hosted agent. Your persona is in SOUL.md.
+
+- This folder is your workspace; your owner sees and edits its files.
+- Keep durable facts in MEMORY.md and day notes in memory/YYYY-MM-DD.md.
+- Never write credentials or secrets into files.
+${extra}`
+}
+
+function environment(context: AgentRuntimeContext): Record<string, string> {
+  return {
+    OPENCLAW_STATE_DIR: context.paths.state,
+    OPENCLAW_CONFIG_PATH: `${context.paths.state}/openclaw.json`,
+    OPENCLAW_WORKSPACE_DIR: context.paths.workspace,
+    OPENCLAW_GATEWAY_TOKEN: context.gatewayToken,
+    OPENCLAW_DISABLE_BONJOUR: '1',
+    OPENCLAW_NO_RESPAWN: '1',
+    OPENCLAW_NO_AUTO_UPDATE: '1',
+    OPENCLAW_EXEC_SHELL_SNAPSHOT: '0',
+    [MODEL_KEY_VARIABLE]: modelRoute(context.config, context.modelProxy).apiKey,
+  }
+}
+
+export default definePlugin<FrameworkPlugin>({
+  kind: 'framework',
+  name: 'openclaw',
+  version: '1.0.0',
+  description: `OpenClaw ${OPENCLAW_VERSION} gateway`,
+
+  validateConfig: validateAgentConfig,
+
+  renderFiles(context): RenderedFile[] {
+    return [
+      {
+        root: 'state',
+        path: 'openclaw.json',
+        content: `${JSON5.stringify(renderOpenClawConfig(context), null, 2)}\n`,
+        mode: 0o600,
+      },
+      { root: 'workspace', path: 'SOUL.md', content: soulMarkdown(context.config) },
+      { root: 'workspace', path: 'AGENTS.md', content: agentsMarkdown(context.config) },
+      { root: 'workspace', path: 'MEMORY.md', content: '# Memory\n', onlyIfMissing: true },
+    ]
+  },
+
+  async processLaunch(context, folders, tools) {
+    checkNode(process.version)
+    const { packageDir } = await tools.ensureNpmPackage('openclaw', OPENCLAW_VERSION)
+    return {
+      command: tools.nodeExecutable,
+      args: [join(packageDir, 'openclaw.mjs'), 'gateway', 'run', '--port', String(context.port)],
+      env: {
+        ...environment(context),
+        // Per-agent caches and temp files, not the service's.
+        XDG_CACHE_HOME: folders.cache,
+        TMPDIR: folders.tmp,
+      },
+    }
+  },
+
+  containerLaunch(context) {
+    return {
+      image: OPENCLAW_IMAGE,
+      env: environment(context),
+      user: '1000:1000',
+    }
+  },
+
+  defaultPort: CONTAINER_PORT,
+  containerPaths: { state: CONTAINER_STATE, workspace: CONTAINER_WORKSPACE },
+  // Measured: 0.8-1.3 GB resident per gateway.
+  resources: { memoryMb: 2048, cpus: 1, pids: 512 },
+  readinessPath: '/readyz',
+
+  chatEndpoint(context) {
+    return {
+      path: '/v1/chat/completions',
+      headers: { authorization: `Bearer ${context.gatewayToken}` },
+      model: 'openclaw/default',
+    }
+  },
+
+  readMemory(files) {
+    return markdownMemory(files, 'workspace', ['MEMORY.md', 'USER.md'], 'memory')
+  },
+})
