@@ -1,0 +1,150 @@
+import { accessSync, constants } from 'node:fs'
+import { delimiter, dirname, join } from 'node:path'
+import { stringify as toYaml } from 'yaml'
+import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
+import {
+  definePlugin,
+  type AgentRuntimeContext,
+  type FrameworkPlugin,
+  type RenderedFile,
+} from '#plugins/types'
+import {
+  markdownMemory,
+  modelRoute,
+  soulMarkdown,
+  validateAgentConfig,
+} from '../_shared/agent_config.ts'
+
+/**
+ * Hermes Agent (Nous Research). Its gateway's API server serves the
+ * OpenAI-compatible /v1/chat/completions and /health, authenticated with
+ * API_SERVER_KEY (the agent's gateway token). State lives in HERMES_HOME:
+ * config.yaml, .env, SOUL.md and memories/. The docker driver runs the
+ * pinned image; the process driver runs `hermes gateway run` from the
+ * service's PATH.
+ */
+export const HERMES_IMAGE = 'nousresearch/hermes-agent:v2026.6.19'
+
+const CONTAINER_STATE = '/opt/data'
+const CONTAINER_WORKSPACE = `${CONTAINER_STATE}/workspace`
+const CONTAINER_PORT = 8642
+const PROVIDER_NAME = 'agenthost'
+const MODEL_KEY_VARIABLE = 'AGENT_HOST_MODEL_KEY'
+
+/** The `hermes` executable on the service's PATH, if any. */
+export function findHermes(path = process.env.PATH ?? ''): string | undefined {
+  for (const folder of path.split(delimiter).filter(Boolean)) {
+    const candidate = join(folder, 'hermes')
+    try {
+      accessSync(candidate, constants.X_OK)
+      return candidate
+    } catch {
+      // Not in this folder.
+    }
+  }
+  return undefined
+}
+
+export function renderHermesConfig(context: AgentRuntimeContext): Record<string, unknown> {
+  const route = modelRoute(context.config, context.modelProxy)
+  return {
+    model: { default: route.model, provider: PROVIDER_NAME, base_url: route.baseUrl },
+    custom_providers: [
+      {
+        name: PROVIDER_NAME,
+        base_url: route.baseUrl,
+        // The key stays in .env; config.yaml names the variable only.
+        key_env: MODEL_KEY_VARIABLE,
+        models: [route.model],
+        context_length: 128_000,
+      },
+    ],
+    terminal: { backend: 'local', cwd: context.paths.workspace },
+    memory: { memory_enabled: true, user_profile_enabled: true },
+  }
+}
+
+/** The API server settings, in .env and in the process environment alike. */
+function apiServerEnv(context: AgentRuntimeContext): Record<string, string> {
+  return {
+    API_SERVER_ENABLED: 'true',
+    API_SERVER_KEY: context.gatewayToken,
+    API_SERVER_HOST: context.driver === 'process' ? '127.0.0.1' : '0.0.0.0',
+    API_SERVER_PORT: String(context.port),
+    [MODEL_KEY_VARIABLE]: modelRoute(context.config, context.modelProxy).apiKey,
+  }
+}
+
+function dotenv(values: Record<string, string>): string {
+  return Object.entries(values)
+    .map(([key, value]) => `${key}=${JSON.stringify(value)}`)
+    .join('\n')
+    .concat('\n')
+}
+
+export default definePlugin<FrameworkPlugin>({
+  kind: 'framework',
+  name: 'hermes',
+  version: '1.0.0',
+  description: 'Hermes Agent gateway (Nous Research)',
+
+  validateConfig: validateAgentConfig,
+
+  renderFiles(context): RenderedFile[] {
+    return [
+      { root: 'state', path: 'config.yaml', content: toYaml(renderHermesConfig(context)) },
+      { root: 'state', path: '.env', content: dotenv(apiServerEnv(context)), mode: 0o600 },
+      { root: 'state', path: 'SOUL.md', content: soulMarkdown(context.config) },
+      { root: 'state', path: 'memories/MEMORY.md', content: '', onlyIfMissing: true },
+      { root: 'state', path: 'memories/USER.md', content: '', onlyIfMissing: true },
+    ]
+  },
+
+  processLaunch(context, folders) {
+    const hermes = findHermes()
+    if (!hermes) {
+      throw new ServiceUnavailableException(
+        'Hermes Agent is not installed on this host: the process driver runs `hermes gateway run` ' +
+          'and no `hermes` executable is on PATH. Install Hermes Agent ' +
+          '(https://github.com/NousResearch/hermes-agent, scripts/install.sh) for the user running ' +
+          'the service, or run agents in containers with AGENT_RUNTIME=docker.'
+      )
+    }
+    return {
+      command: hermes,
+      args: ['gateway', 'run'],
+      env: {
+        ...apiServerEnv(context),
+        HERMES_HOME: folders.state,
+        TERMINAL_CWD: folders.workspace,
+        MESSAGING_CWD: folders.workspace,
+        PATH: dirname(hermes),
+      },
+    }
+  },
+
+  containerLaunch(context) {
+    return {
+      image: HERMES_IMAGE,
+      command: ['gateway', 'run'],
+      env: { ...apiServerEnv(context), HERMES_HOME: CONTAINER_STATE },
+    }
+  },
+
+  defaultPort: CONTAINER_PORT,
+  containerPaths: { state: CONTAINER_STATE, workspace: CONTAINER_WORKSPACE },
+  resources: { memoryMb: 2048, cpus: 1, pids: 512 },
+  readinessPath: '/health',
+
+  chatEndpoint(context) {
+    return {
+      path: '/v1/chat/completions',
+      headers: { authorization: `Bearer ${context.gatewayToken}` },
+      model: 'hermes-agent',
+    }
+  },
+
+  readMemory(files) {
+    return markdownMemory(files, 'state', [], 'memories')
+  },
+})
