@@ -19,6 +19,9 @@ export interface PackageCacheOptions {
   log?: (message: string) => void
 }
 
+/** Where the host keeps its CA certificates (TLS-intercepting networks need them). */
+export const TRUST_VARIABLES = ['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR']
+
 /** Variables npm needs (registry, proxy, its own cache); nothing of the service's secrets. */
 function installEnv(nodeExecutable: string): Record<string, string> {
   const env: Record<string, string> = {
@@ -29,6 +32,7 @@ function installEnv(nodeExecutable: string): Record<string, string> {
   for (const [key, value] of Object.entries(process.env)) {
     if (value === undefined) continue
     if (/^npm_config_/i.test(key) || /^(https?|no)_proxy$/i.test(key)) env[key] = value
+    if (TRUST_VARIABLES.includes(key)) env[key] = value
   }
   return env
 }

@@ -112,7 +112,19 @@ export class RuntimeService {
       spec.agentId,
       secretValues(spec.config, '', new Set([gatewayToken, spec.modelProxy.token]))
     )
-    return this.driver.create({ spec, plugin, gatewayToken })
+    try {
+      return await this.driver.create({ spec, plugin, gatewayToken })
+    } catch (error) {
+      // The framework could not even be prepared (not installed, bad config): say so like a crash.
+      this.#emit({
+        type: 'error',
+        agentId: spec.agentId,
+        message: (error as Error).message,
+        restartCount: 0,
+        at: new Date(),
+      })
+      throw error
+    }
   }
 
   /**

@@ -1,5 +1,6 @@
 import { delimiter, dirname } from 'node:path'
 import type { AgentPaths } from '#runtime/agent_paths'
+import { TRUST_VARIABLES } from '#runtime/package_cache'
 
 /** Marks an agent's processes, so the supervisor can recognise them after a service restart. */
 export const AGENT_MARKER_VARIABLE = 'AGENT_HOST_AGENT_ID'
@@ -9,6 +10,8 @@ const SYSTEM_PATH = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin
 /**
  * The child's whole environment, built from scratch: none of the service's
  * variables (APP_KEY, DATABASE_URL, MODEL_API_KEY, ...) can reach an agent.
+ * The host's CA-bundle variables (NODE_EXTRA_CA_CERTS, SSL_CERT_FILE,
+ * SSL_CERT_DIR) are passed on when set.
  * PATH holds the service's Node.js folder and the system folders; a PATH
  * the plugin asks for is put in front. The plugin's other variables are
  * added as they are, except the marker, which stays the agent's id.
@@ -21,6 +24,12 @@ export function buildChildEnv(options: {
 }): Record<string, string> {
   const { paths, pluginEnv } = options
   const basePath = [dirname(options.nodeExecutable), ...SYSTEM_PATH]
+  // CA bundles are host configuration, not secrets: agents calling HTTPS providers need them.
+  const trust: Record<string, string> = {}
+  for (const name of TRUST_VARIABLES) {
+    const value = process.env[name]
+    if (value) trust[name] = value
+  }
   const path = [...(pluginEnv.PATH ? pluginEnv.PATH.split(delimiter) : []), ...basePath]
   return {
     HOME: paths.home,
@@ -33,6 +42,7 @@ export function buildChildEnv(options: {
     XDG_CACHE_HOME: paths.cache,
     LANG: 'C.UTF-8',
     LC_ALL: 'C.UTF-8',
+    ...trust,
     ...pluginEnv,
     PATH: [...new Set(path)].join(delimiter),
     [AGENT_MARKER_VARIABLE]: options.agentId,

@@ -1,7 +1,11 @@
 import { existsSync } from 'node:fs'
-import { mkdir, readdir, rm, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readdir, rm, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
-import { AgentNotRunningException, NotFoundException } from '#core/exceptions/api_exceptions'
+import {
+  AgentNotRunningException,
+  NotFoundException,
+  ServiceUnavailableException,
+} from '#core/exceptions/api_exceptions'
 import type { AgentFileReader, RenderedFile } from '#plugins/types'
 import { agentPaths, ensureAgentFolders, type AgentPaths } from '#runtime/agent_paths'
 import { LocalAgentReader, LocalWorkspaceFiles } from '#runtime/files/local_workspace'
@@ -58,7 +62,10 @@ async function writeRenderedFiles(paths: AgentPaths, files: RenderedFile[]) {
     if (!checked.relative) throw new Error(`Rendered file with an empty path (${file.root})`)
     const target = join(file.root === 'state' ? paths.state : paths.workspace, checked.relative)
     await mkdir(dirname(target), { recursive: true, mode: 0o700 })
+    if (file.onlyIfMissing && existsSync(target)) continue
     await writeFile(target, file.content, { mode: file.mode ?? 0o644 })
+    // writeFile keeps the mode of an existing file: make a secret file private again.
+    await chmod(target, file.mode ?? 0o644)
   }
 }
 
@@ -165,12 +172,22 @@ export class ProcessDriver implements ContainerDriver {
       driver: 'process' as const,
       port,
       gatewayToken,
+      paths: { state: paths.state, workspace: paths.workspace },
     }
     const logFile = agent?.logFile ?? new LogFile(paths.logFile)
     await writeRenderedFiles(paths, await plugin.renderFiles(context))
     const launch = await plugin.processLaunch(context, paths, {
       nodeExecutable: this.#node,
-      ensureNpmPackage: (name, version) => this.#packages.ensure(name, version),
+      ensureNpmPackage: async (name, version) => {
+        try {
+          return await this.#packages.ensure(name, version)
+        } catch (error) {
+          throw new ServiceUnavailableException(
+            `Could not install ${name}@${version} into the runtime cache: ${(error as Error).message}`,
+            { cause: error }
+          )
+        }
+      },
       log: (message) => {
         this.#log(`[agent ${spec.agentId}] ${message}`)
         logFile.note(message)

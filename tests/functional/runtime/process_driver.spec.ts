@@ -366,9 +366,12 @@ test.group('Runtime / process driver observation', (group) => {
     assert.equal(env.AGENT_HOST_AGENT_ID, secretAgent)
     assert.equal(env.FIXTURE_WORKSPACE, paths.workspace)
     assert.match(env.PATH, /\/usr\/bin/)
-    // Only what was built for it: the minimal base plus what the plugin asked for.
+    // Only what was built for it: the minimal base, the host's CA-bundle
+    // variables when set, and what the plugin asked for.
+    const trust = ['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR']
+    for (const name of trust) assert.equal(env[name], process.env[name])
     assert.sameMembers(
-      Object.keys(env).filter((name) => !name.startsWith('FIXTURE_')),
+      Object.keys(env).filter((name) => !name.startsWith('FIXTURE_') && !trust.includes(name)),
       [
         'HOME',
         'TMPDIR',

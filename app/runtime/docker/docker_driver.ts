@@ -1,0 +1,543 @@
+import { existsSync } from 'node:fs'
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { join, posix } from 'node:path'
+import Docker from 'dockerode'
+import { AgentNotRunningException, NotFoundException } from '#core/exceptions/api_exceptions'
+import type { AgentFileReader, RenderedFile } from '#plugins/types'
+import { agentPaths } from '#runtime/agent_paths'
+import { buildContainerSpec, dockerNames, LABELS } from '#runtime/docker/container_spec'
+import {
+  DockerAgentReader,
+  DockerWorkspaceFiles,
+  statInContainer,
+} from '#runtime/docker/docker_files'
+import { DockerStreamDemuxer, LineSplitter, demuxDockerLogs } from '#runtime/docker/docker_streams'
+import { createTar, type TarEntry } from '#runtime/files/tar'
+import { resolveWorkspacePath } from '#runtime/files/workspace_path'
+import type {
+  ContainerDriver,
+  ContainerInfo,
+  ContainerUsage,
+  CreateRequest,
+  RuntimeEvent,
+  RuntimeEventListener,
+  WorkspaceFiles,
+} from '#runtime/types'
+
+export interface DockerDriverOptions {
+  /** `<storage>/agents`: the driver keeps a small record per agent there. */
+  agentsDir: string
+  /** Engine client; default: DOCKER_HOST or the local socket. */
+  docker?: Docker
+  /** Seconds Docker waits between SIGTERM and SIGKILL, in ms. Default 10 s. */
+  stopGraceMs?: number
+  /** Crash restarts Docker makes before the container stays down (`error`). Default 5. */
+  maxRestarts?: number
+  /** How often running agents are inspected for restarts and failures. Default 5 s. */
+  pollIntervalMs?: number
+  log?: (message: string, detail?: Record<string, unknown>) => void
+}
+
+/** What the driver remembers of an agent between calls (runtime/docker.json). */
+interface DockerRecord {
+  framework: string
+  statePath: string
+  workspacePath: string
+  containerPort: number
+  owner: { uid: number; gid: number }
+  /** Stopped on purpose: an exited container is `stopped`, not `error`. */
+  stoppedByUser: boolean
+}
+
+function statusOf(error: unknown): number | undefined {
+  return (error as { statusCode?: number } | undefined)?.statusCode
+}
+
+async function ignoreStatus<T>(work: Promise<T>, ...statuses: number[]): Promise<T | undefined> {
+  try {
+    return await work
+  } catch (error) {
+    if (statuses.includes(statusOf(error) ?? 0)) return undefined
+    throw error
+  }
+}
+
+function parseOwner(user: string | undefined): { uid: number; gid: number } {
+  const [uid, gid] = (user ?? '').split(':').map(Number)
+  return {
+    uid: Number.isInteger(uid) ? uid : 0,
+    gid: Number.isInteger(gid) ? gid : Number.isInteger(uid) ? uid : 0,
+  }
+}
+
+/** CPU percent (of one core) and memory from one `GET /containers/{id}/stats?stream=false`. */
+export function usageFromDockerStats(stats: any, memoryLimitBytes?: number): ContainerUsage {
+  const cpuDelta =
+    (stats?.cpu_stats?.cpu_usage?.total_usage ?? 0) -
+    (stats?.precpu_stats?.cpu_usage?.total_usage ?? 0)
+  const systemDelta =
+    (stats?.cpu_stats?.system_cpu_usage ?? 0) - (stats?.precpu_stats?.system_cpu_usage ?? 0)
+  const onlineCpus =
+    stats?.cpu_stats?.online_cpus ?? stats?.cpu_stats?.cpu_usage?.percpu_usage?.length ?? 1
+  const cpuPercent =
+    systemDelta > 0 && cpuDelta > 0 ? (cpuDelta / systemDelta) * onlineCpus * 100 : 0
+  const memory = stats?.memory_stats ?? {}
+  // Page cache is reclaimable: `docker stats` leaves it out too.
+  const cache =
+    memory.stats?.inactive_file ?? memory.stats?.total_inactive_file ?? memory.stats?.cache ?? 0
+  const usedBytes = Math.max(0, (memory.usage ?? 0) - cache)
+  const limitBytes = memoryLimitBytes || memory.limit || 0
+  return {
+    cpuPercent: Math.round(cpuPercent * 10) / 10,
+    memoryMb: Math.round((usedBytes / 1024 / 1024) * 10) / 10,
+    memoryLimitMb: Math.round(limitBytes / 1024 / 1024),
+  }
+}
+
+/** Archive entries for rendered files, relative to the state mount (parents included). */
+export function renderedFilesArchive(
+  files: RenderedFile[],
+  paths: { state: string; workspace: string },
+  owner: { uid: number; gid: number }
+): Buffer {
+  const workspaceInState = posix.relative(paths.state, paths.workspace)
+  if (workspaceInState.startsWith('..')) {
+    throw new Error('The docker driver needs the workspace inside the state volume')
+  }
+  const entries = new Map<string, TarEntry>()
+  for (const file of files) {
+    const checked = resolveWorkspacePath(file.path)
+    const relative =
+      file.root === 'state' ? checked.relative : posix.join(workspaceInState, checked.relative)
+    const segments = relative.split('/')
+    for (let index = 1; index < segments.length; index++) {
+      const dir = segments.slice(0, index).join('/')
+      if (!entries.has(dir))
+        entries.set(dir, { name: dir, type: 'directory', mode: 0o755, ...owner })
+    }
+    entries.set(relative, {
+      name: relative,
+      type: 'file',
+      content: Buffer.from(file.content, 'utf8'),
+      mode: file.mode ?? 0o644,
+      ...owner,
+    })
+  }
+  return createTar([...entries.values()])
+}
+
+/**
+ * The `docker` driver: one container per agent from the framework's pinned
+ * image, through the Engine API (DOCKER_HOST or /var/run/docker.sock). The
+ * container, its state volume and its network are named after the agent
+ * (`agent-host-<id>`) and labelled; see buildContainerSpec for the limits
+ * and hardening. Docker restarts crashed containers (on-failure, bounded);
+ * this driver polls them for restarts and failures to emit events.
+ */
+export class DockerDriver implements ContainerDriver {
+  readonly name = 'docker' as const
+  readonly #docker: Docker
+  readonly #listeners = new Set<RuntimeEventListener>()
+  readonly #watched = new Map<string, { restartCount: number; failed: boolean }>()
+  #poller?: NodeJS.Timeout
+
+  constructor(private readonly options: DockerDriverOptions) {
+    this.#docker = options.docker ?? new Docker()
+  }
+
+  #log(message: string, detail?: Record<string, unknown>) {
+    this.options.log?.(message, detail)
+  }
+
+  #emit(event: RuntimeEvent) {
+    for (const listener of this.#listeners) {
+      try {
+        listener(event)
+      } catch (error) {
+        this.#log(`runtime event listener failed: ${(error as Error).message}`)
+      }
+    }
+  }
+
+  onEvent(listener: RuntimeEventListener): () => void {
+    this.#listeners.add(listener)
+    return () => this.#listeners.delete(listener)
+  }
+
+  #recordFile(agentId: string) {
+    return join(agentPaths(this.options.agentsDir, agentId).runtime, 'docker.json')
+  }
+
+  async #readRecord(agentId: string): Promise<DockerRecord | undefined> {
+    try {
+      return JSON.parse(await readFile(this.#recordFile(agentId), 'utf8')) as DockerRecord
+    } catch {
+      return undefined
+    }
+  }
+
+  async #writeRecord(agentId: string, record: DockerRecord) {
+    const file = this.#recordFile(agentId)
+    await mkdir(join(file, '..'), { recursive: true, mode: 0o700 })
+    await writeFile(file, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 })
+  }
+
+  #container(agentId: string) {
+    return this.#docker.getContainer(dockerNames(agentId).container)
+  }
+
+  async #inspectContainer(agentId: string): Promise<Docker.ContainerInspectInfo | undefined> {
+    return ignoreStatus(this.#container(agentId).inspect(), 404)
+  }
+
+  async #ensureImage(image: string) {
+    if (await ignoreStatus(this.#docker.getImage(image).inspect(), 404)) return
+    this.#log(`pulling ${image}`)
+    const stream = await this.#docker.pull(image)
+    let last = 0
+    await new Promise<void>((resolve, reject) => {
+      this.#docker.modem.followProgress(
+        stream,
+        (error: Error | null) => (error ? reject(error) : resolve()),
+        (event: { status?: string; progress?: string; id?: string }) => {
+          if (Date.now() - last < 3000) return
+          last = Date.now()
+          this.#log(
+            `pulling ${image}: ${event.status ?? ''} ${event.id ?? ''} ${event.progress ?? ''}`.trim()
+          )
+        }
+      )
+    })
+    this.#log(`pulled ${image}`)
+  }
+
+  async #ensureNetwork(agentId: string) {
+    const name = dockerNames(agentId).network
+    if (await ignoreStatus(this.#docker.getNetwork(name).inspect(), 404)) return
+    await ignoreStatus(
+      this.#docker.createNetwork({
+        Name: name,
+        Driver: 'bridge',
+        Labels: { [LABELS.managed]: 'true', [LABELS.agentId]: agentId },
+      }),
+      409
+    )
+  }
+
+  async #ensureVolume(agentId: string) {
+    const name = dockerNames(agentId).volume
+    if (await ignoreStatus(this.#docker.getVolume(name).inspect(), 404)) return
+    await this.#docker.createVolume({
+      Name: name,
+      Labels: { [LABELS.managed]: 'true', [LABELS.agentId]: agentId },
+    })
+  }
+
+  async create({ spec, plugin, gatewayToken }: CreateRequest): Promise<ContainerInfo> {
+    const agentId = spec.agentId
+    await mkdir(agentPaths(this.options.agentsDir, agentId).runtime, {
+      recursive: true,
+      mode: 0o700,
+    })
+    const current = await this.#inspectContainer(agentId)
+    const context = {
+      agentId,
+      config: spec.config,
+      modelProxy: spec.modelProxy,
+      driver: 'docker' as const,
+      port: plugin.defaultPort,
+      gatewayToken,
+      paths: plugin.containerPaths,
+    }
+    const launch = plugin.containerLaunch(context)
+    const record: DockerRecord = {
+      framework: plugin.name,
+      statePath: plugin.containerPaths.state,
+      workspacePath: plugin.containerPaths.workspace,
+      containerPort: plugin.defaultPort,
+      owner: parseOwner(launch.user),
+      stoppedByUser: true,
+    }
+
+    if (current?.State.Running) {
+      // A container from before the service restarted: adopt it as it is.
+      await this.#writeRecord(agentId, { ...record, stoppedByUser: false })
+      this.#watch(agentId, current.RestartCount)
+      return this.#info(agentId, current, record)
+    }
+    if (current) await this.#container(agentId).remove({ force: true })
+
+    await this.#ensureImage(launch.image)
+    await this.#ensureNetwork(agentId)
+    await this.#ensureVolume(agentId)
+    const container = await this.#docker.createContainer(
+      buildContainerSpec({
+        agentId,
+        framework: plugin.name,
+        launch,
+        containerPort: plugin.defaultPort,
+        statePath: plugin.containerPaths.state,
+        resources: { ...plugin.resources, ...spec.resources },
+        maxRestarts: this.options.maxRestarts ?? 5,
+      })
+    )
+    const files: RenderedFile[] = []
+    for (const file of await plugin.renderFiles(context)) {
+      if (file.onlyIfMissing) {
+        const base = file.root === 'state' ? record.statePath : record.workspacePath
+        if (await statInContainer(container, posix.join(base, file.path))) continue
+      }
+      files.push(file)
+    }
+    await container.putArchive(renderedFilesArchive(files, plugin.containerPaths, record.owner), {
+      path: record.statePath,
+    })
+    await this.#writeRecord(agentId, record)
+    return this.inspect(agentId)
+  }
+
+  async start(agentId: string): Promise<ContainerInfo> {
+    const record = await this.#readRecord(agentId)
+    if (!record || !(await this.#inspectContainer(agentId))) {
+      throw new NotFoundException(`Agent ${agentId} has no container`)
+    }
+    await ignoreStatus(this.#container(agentId).start(), 304)
+    await this.#writeRecord(agentId, { ...record, stoppedByUser: false })
+    const info = await this.inspect(agentId)
+    if (info.containerId) {
+      this.#emit({ type: 'started', agentId, containerId: info.containerId, at: new Date() })
+    }
+    this.#watch(agentId, info.restartCount)
+    return info
+  }
+
+  async stop(agentId: string): Promise<void> {
+    const record = await this.#readRecord(agentId)
+    if (record) await this.#writeRecord(agentId, { ...record, stoppedByUser: true })
+    this.#watched.delete(agentId)
+    const current = await this.#inspectContainer(agentId)
+    if (!current) return
+    await ignoreStatus(
+      this.#container(agentId).stop({ t: Math.ceil((this.options.stopGraceMs ?? 10_000) / 1000) }),
+      304,
+      404
+    )
+    if (current.State.Running) this.#emit({ type: 'stopped', agentId, at: new Date() })
+  }
+
+  async remove(agentId: string): Promise<void> {
+    await this.stop(agentId)
+    const names = dockerNames(agentId)
+    await ignoreStatus(this.#container(agentId).remove({ force: true }), 404)
+    await ignoreStatus(this.#docker.getVolume(names.volume).remove(), 404)
+    await ignoreStatus(this.#docker.getNetwork(names.network).remove(), 404)
+    await rm(agentPaths(this.options.agentsDir, agentId).root, { recursive: true, force: true })
+  }
+
+  #info(
+    agentId: string,
+    container: Docker.ContainerInspectInfo,
+    record: DockerRecord | undefined
+  ): ContainerInfo {
+    const state = container.State
+    let status: ContainerInfo['state']
+    if (state.Restarting) status = 'restarting'
+    else if (state.Running) status = 'running'
+    else if (state.Status === 'created' || record?.stoppedByUser !== false) status = 'stopped'
+    else status = state.ExitCode === 0 ? 'stopped' : 'error'
+    const port =
+      record?.containerPort ??
+      Number(Object.keys(container.Config.ExposedPorts ?? {})[0]?.split('/')[0])
+    const binding = container.NetworkSettings?.Ports?.[`${port}/tcp`]?.[0]
+    const live = status === 'running'
+    return {
+      agentId,
+      driver: 'docker',
+      state: status,
+      containerId: container.Id,
+      framework: container.Config.Labels?.[LABELS.framework] ?? record?.framework ?? null,
+      baseUrl: live && binding?.HostPort ? `http://127.0.0.1:${binding.HostPort}` : null,
+      startedAt: live && state.StartedAt ? new Date(state.StartedAt) : null,
+      restartCount: container.RestartCount ?? 0,
+      lastError:
+        state.Error ||
+        (!state.Running && state.ExitCode ? `exited with code ${state.ExitCode}` : null) ||
+        (state.OOMKilled ? 'killed: out of memory' : null),
+    }
+  }
+
+  async inspect(agentId: string): Promise<ContainerInfo> {
+    const [container, record] = await Promise.all([
+      this.#inspectContainer(agentId),
+      this.#readRecord(agentId),
+    ])
+    if (container) return this.#info(agentId, container, record)
+    return {
+      agentId,
+      driver: 'docker',
+      state: existsSync(agentPaths(this.options.agentsDir, agentId).root) ? 'stopped' : 'absent',
+      containerId: null,
+      framework: record?.framework ?? null,
+      baseUrl: null,
+      startedAt: null,
+      restartCount: 0,
+      lastError: null,
+    }
+  }
+
+  async usage(agentId: string): Promise<ContainerUsage> {
+    const container = await this.#inspectContainer(agentId)
+    if (!container?.State.Running) throw new AgentNotRunningException()
+    const stats = await this.#container(agentId).stats({ stream: false })
+    return usageFromDockerStats(stats, container.HostConfig.Memory ?? undefined)
+  }
+
+  async logs(agentId: string, tail: number): Promise<string[]> {
+    if (!(await this.#inspectContainer(agentId))) return []
+    const raw = (await this.#container(agentId).logs({
+      stdout: true,
+      stderr: true,
+      follow: false,
+      tail,
+    })) as unknown as Buffer
+    const lines = demuxDockerLogs(Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw))).split('\n')
+    if (lines.at(-1) === '') lines.pop()
+    return lines.slice(-tail)
+  }
+
+  async *followLogs(agentId: string, options: { tail?: number; signal?: AbortSignal }) {
+    const stream = (await this.#container(agentId).logs({
+      stdout: true,
+      stderr: true,
+      follow: true,
+      tail: options.tail ?? 0,
+    })) as unknown as NodeJS.ReadableStream & { destroy(): void }
+    const stop = () => stream.destroy()
+    options.signal?.addEventListener('abort', stop, { once: true })
+    const demuxer = new DockerStreamDemuxer()
+    const lines = new LineSplitter()
+    try {
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        for (const line of lines.push(demuxer.push(chunk))) yield line
+        if (options.signal?.aborted) return
+      }
+      for (const line of lines.flush()) yield line
+    } catch (error) {
+      if (!options.signal?.aborted) throw error
+    } finally {
+      options.signal?.removeEventListener('abort', stop)
+      stream.destroy()
+    }
+  }
+
+  #requireRecord(record: DockerRecord | undefined, agentId: string): DockerRecord {
+    if (!record) throw new NotFoundException(`Agent ${agentId} has no container`)
+    return record
+  }
+
+  /** The driver's record is read on first use: files() and reader() stay synchronous. */
+  #lazy<T extends object>(agentId: string, make: (record: DockerRecord) => T) {
+    let loaded: Promise<T> | undefined
+    return () =>
+      (loaded ??= this.#readRecord(agentId).then((found) =>
+        make(this.#requireRecord(found, agentId))
+      ))
+  }
+
+  files(agentId: string): WorkspaceFiles {
+    const container = this.#container(agentId)
+    const load = this.#lazy(
+      agentId,
+      (record) =>
+        new DockerWorkspaceFiles(container, record.workspacePath, [record.statePath], record.owner)
+    )
+    return {
+      list: (path) => load().then((files) => files.list(path)),
+      read: (path) => load().then((files) => files.read(path)),
+      write: (path, content) => load().then((files) => files.write(path, content)),
+      delete: (path) => load().then((files) => files.delete(path)),
+    }
+  }
+
+  reader(agentId: string): AgentFileReader {
+    const container = this.#container(agentId)
+    const load = this.#lazy(
+      agentId,
+      (record) =>
+        new DockerAgentReader(container, {
+          state: record.statePath,
+          workspace: record.workspacePath,
+        })
+    )
+    return {
+      readText: (root, path) => load().then((reader) => reader.readText(root, path)),
+      list: (root, path) => load().then((reader) => reader.list(root, path)),
+    }
+  }
+
+  #watch(agentId: string, restartCount: number) {
+    this.#watched.set(agentId, { restartCount, failed: false })
+    if (this.#poller) return
+    this.#poller = setInterval(() => void this.#poll(), this.options.pollIntervalMs ?? 5000)
+    this.#poller.unref()
+  }
+
+  async #poll() {
+    for (const [agentId, seen] of this.#watched) {
+      try {
+        const info = await this.inspect(agentId)
+        if (info.restartCount > seen.restartCount) {
+          seen.restartCount = info.restartCount
+          this.#emit({
+            type: 'restarting',
+            agentId,
+            restartCount: info.restartCount,
+            delayMs: 0,
+            at: new Date(),
+          })
+        }
+        if (info.state === 'error' && !seen.failed) {
+          seen.failed = true
+          this.#emit({
+            type: 'error',
+            agentId,
+            message: `container ${info.lastError ?? 'failed'}; Docker gave up restarting it`,
+            restartCount: info.restartCount,
+            at: new Date(),
+          })
+        }
+      } catch (error) {
+        this.#log(`docker poll of ${agentId} failed: ${(error as Error).message}`)
+      }
+    }
+  }
+
+  async sweep(keepAgentIds: string[]): Promise<string[]> {
+    const keep = new Set(keepAgentIds)
+    const containers = await this.#docker.listContainers({
+      all: true,
+      filters: { label: [`${LABELS.managed}=true`] },
+    })
+    const stopped: string[] = []
+    for (const container of containers) {
+      const agentId = container.Labels?.[LABELS.agentId]
+      if (!agentId || keep.has(agentId)) continue
+      if (container.State === 'running' || container.State === 'restarting') {
+        await this.stop(agentId)
+        stopped.push(agentId)
+      }
+    }
+    return stopped
+  }
+
+  async close(): Promise<void> {
+    if (this.#poller) clearInterval(this.#poller)
+    this.#poller = undefined
+    this.#watched.clear()
+  }
+}
+
+/** True when an engine is reachable by configuration (DOCKER_HOST or the default socket). */
+export function dockerConfigured(): boolean {
+  return Boolean(process.env.DOCKER_HOST) || existsSync('/var/run/docker.sock')
+}

@@ -1,0 +1,36 @@
+import { join } from 'node:path'
+import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
+import { DockerDriver } from '#runtime/docker/docker_driver'
+import { ProcessDriver } from '#runtime/process/process_driver'
+import type { ContainerDriver } from '#runtime/types'
+
+export interface DriverSettings {
+  /** AGENT_RUNTIME: `process` (default), `docker`, `kubernetes`. */
+  runtime?: string
+  /** The service's storage folder (STORAGE_DIR-aware, see app/core/bootstrap/paths.ts). */
+  storageDir: string
+  log?: (message: string, detail?: Record<string, unknown>) => void
+}
+
+/** Where agents live under storage: `agents/<id>/` and the framework cache `runtime/`. */
+export function runtimeFolders(storageDir: string) {
+  return { agentsDir: join(storageDir, 'agents'), cacheDir: join(storageDir, 'runtime') }
+}
+
+/** The container driver AGENT_RUNTIME names. */
+export function createDriver(settings: DriverSettings): ContainerDriver {
+  const { agentsDir, cacheDir } = runtimeFolders(settings.storageDir)
+  const runtime = settings.runtime || 'process'
+  switch (runtime) {
+    case 'process':
+      return new ProcessDriver({ agentsDir, cacheDir, log: settings.log })
+    case 'docker':
+      return new DockerDriver({ agentsDir, log: settings.log })
+    case 'kubernetes':
+      throw new ServiceUnavailableException(
+        'AGENT_RUNTIME=kubernetes is not supported by this build; use "process" or "docker"'
+      )
+    default:
+      throw new ServiceUnavailableException(`Unknown AGENT_RUNTIME "${runtime}"`)
+  }
+}
