@@ -21,6 +21,7 @@ export default defineConfig({
     () => import('@adonisjs/limiter/limiter_provider'),
     () => import('@adonisjs/mail/mail_provider'),
     () => import('#providers/plugin_provider'),
+    () => import('#providers/runtime_provider'),
     () => import('#providers/migrations_provider'),
     () => import('#providers/jobs_provider'),
     () => import('#identity/providers/identity_provider'),

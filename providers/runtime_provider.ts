@@ -1,0 +1,44 @@
+import type { ApplicationService } from '@adonisjs/core/types'
+import { storageDir } from '#core/bootstrap/paths'
+import { PluginRegistry } from '#plugins/plugin_registry'
+import { createDriver, runtimeFolders } from '#runtime/driver_factory'
+import { RuntimeService } from '#runtime/runtime_service'
+
+declare module '@adonisjs/core/types' {
+  interface ContainerBindings {
+    runtime: RuntimeService
+  }
+}
+
+/**
+ * Registers the RuntimeService with the driver AGENT_RUNTIME names. On
+ * shutdown it detaches from the agents' processes or containers without
+ * stopping them: the next boot adopts them (the agents layer calls
+ * `runtime.recover()` with the agents that should be running).
+ */
+export default class RuntimeProvider {
+  #runtime?: RuntimeService
+
+  constructor(protected app: ApplicationService) {}
+
+  register() {
+    this.app.container.singleton(RuntimeService, async (resolver) => {
+      const logger = await resolver.make('logger')
+      const storage = storageDir(this.app.appRoot)
+      const log = (message: string, detail?: Record<string, unknown>) =>
+        logger.info(detail ?? {}, `runtime: ${message}`)
+      this.#runtime = new RuntimeService({
+        driver: createDriver({ runtime: process.env.AGENT_RUNTIME, storageDir: storage, log }),
+        frameworks: await resolver.make(PluginRegistry),
+        agentsDir: runtimeFolders(storage).agentsDir,
+        log: (level, message, detail) => logger[level](detail ?? {}, `runtime: ${message}`),
+      })
+      return this.#runtime
+    })
+    this.app.container.alias('runtime', RuntimeService)
+  }
+
+  async shutdown() {
+    await this.#runtime?.shutdown()
+  }
+}
