@@ -1,0 +1,133 @@
+import { randomUUID } from 'node:crypto'
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { test } from '@japa/runner'
+import JSON5 from 'json5'
+import { agentPaths } from '#runtime/agent_paths'
+import { PackageCache } from '#runtime/package_cache'
+import { isAlive } from '#runtime/process/proc_stats'
+import { readRecord } from '#runtime/process/process_record'
+import { OPENCLAW_VERSION } from '../../../plugins/openclaw/index.ts'
+import { startFakeModelProvider, type FakeModelProvider } from '#tests/helpers/fake_model_provider'
+import { processHarness, sharedCacheDir, type RuntimeHarness } from '#tests/helpers/runtime'
+
+let installProblem: string | undefined
+let installChecked = false
+
+/**
+ * Installs the pinned package into the shared runtime cache (downloads from
+ * the npm registry on the first run, like an image pull). The test is
+ * skipped only when that is impossible, with the reason printed.
+ */
+async function openclawUnavailable(): Promise<boolean> {
+  if (!installChecked) {
+    installChecked = true
+    const cache = new PackageCache({
+      cacheDir: sharedCacheDir(),
+      log: (message) => console.log(`  [runtime cache] ${message}`),
+    })
+    try {
+      await cache.ensure('openclaw', OPENCLAW_VERSION)
+    } catch (error) {
+      installProblem = (error as Error).message
+      console.log(
+        `  SKIPPED: openclaw@${OPENCLAW_VERSION} could not be installed: ${installProblem}`
+      )
+    }
+  }
+  return installProblem !== undefined
+}
+
+test.group('Runtime / real OpenClaw through the process driver', (group) => {
+  let harness: RuntimeHarness
+  let provider: FakeModelProvider
+  group.each.setup(async () => {
+    harness = await processHarness({ stopGraceMs: 15_000 })
+    provider = await startFakeModelProvider({ reply: 'Hello from the stand-in model.' })
+    return async () => {
+      await harness.cleanup()
+      await provider.close()
+    }
+  })
+
+  test('starts an openclaw agent, waits for /readyz and chats through its gateway')
+    .skip(openclawUnavailable, 'the openclaw package could not be installed (reason printed above)')
+    .timeout(420_000)
+    .run(async ({ assert }) => {
+      const agentId = randomUUID()
+      const spec = {
+        agentId,
+        framework: 'openclaw',
+        config: { personality: 'You are Testy, a cheerful test agent who likes kites.' },
+        modelProxy: {
+          baseUrl: provider.baseUrl,
+          token: 'proxy-token-for-openclaw-e2e',
+          model: 'stand-in-model',
+        },
+      }
+      const before = Date.now()
+      const started = await harness.runtime.ensureStarted(spec)
+      assert.equal(started.framework, 'openclaw')
+      await harness.runtime.waitUntilReady(agentId, { timeoutMs: 240_000 })
+      console.log(`  openclaw ready in ${((Date.now() - before) / 1000).toFixed(1)}s`)
+
+      // What the plugin rendered.
+      const paths = agentPaths(harness.agentsDir, agentId)
+      const config = JSON5.parse(await readFile(join(paths.state, 'openclaw.json'), 'utf8'))
+      assert.equal(config.gateway.mode, 'local')
+      assert.equal(config.gateway.bind, 'loopback')
+      assert.equal(config.gateway.auth.mode, 'token')
+      assert.isTrue(config.gateway.http.endpoints.chatCompletions.enabled)
+      assert.equal(config.agents.defaults.heartbeat.every, '0m')
+      assert.notInclude(JSON.stringify(config), 'proxy-token-for-openclaw-e2e')
+      assert.include(await readFile(join(paths.workspace, 'SOUL.md'), 'utf8'), 'likes kites')
+
+      const reply = await harness.runtime.chat(agentId, {
+        conversationId: 'conversation-e2e-1',
+        messages: [{ role: 'user', content: 'Say hello to the test.' }],
+      })
+      assert.equal(reply.content, 'Hello from the stand-in model.')
+      assert.equal(reply.model, 'openclaw/default')
+
+      // The request reached the stand-in provider, streamed, with the agent's proxy token.
+      const calls = provider.requests.filter((request) =>
+        request.path.endsWith('/chat/completions')
+      )
+      assert.isAtLeast(calls.length, 1)
+      const call = calls.at(-1)!
+      assert.equal(call.headers.authorization, 'Bearer proxy-token-for-openclaw-e2e')
+      assert.equal(call.body.model, 'stand-in-model')
+      assert.isTrue(call.body.stream, 'OpenClaw streams upstream')
+      assert.isAbove(call.rawLength, 10_000, 'OpenClaw sends its large system prompt')
+      assert.include(
+        JSON.stringify(call.body.messages),
+        'likes kites',
+        'SOUL.md reaches the prompt'
+      )
+      assert.include(JSON.stringify(call.body.messages), 'Say hello to the test.')
+
+      const tokens: string[] = []
+      const stream = harness.runtime.chatStream(agentId, {
+        conversationId: 'conversation-e2e-1',
+        messages: [{ role: 'user', content: 'And once more, streamed.' }],
+      })
+      for await (const chunk of stream) tokens.push(chunk.token)
+      assert.equal(tokens.join(''), 'Hello from the stand-in model.')
+
+      const figures = await harness.runtime.monitoring(agentId)
+      console.log(`  openclaw resident memory ${figures.memoryMb} MB, cpu ${figures.cpuPercent}%`)
+      assert.isAbove(figures.memoryMb, 100)
+      assert.equal(figures.memoryLimitMb, 2048)
+
+      const files = await harness.runtime.files(agentId)
+      const listing = await files.list('/')
+      const names = listing.map((entry) => entry.name)
+      assert.includeMembers(names, ['SOUL.md', 'AGENTS.md', 'MEMORY.md'])
+      const memory = await harness.runtime.memory(agentId)
+      assert.equal(memory['MEMORY.md'], '# Memory\n')
+
+      const record = await readRecord(paths.recordFile)
+      await harness.runtime.stop(agentId)
+      assert.isFalse(isAlive(record!.pid), 'the gateway is gone after stop')
+    })
+})
