@@ -63,14 +63,22 @@ function put<T>(map: Map<string, Entry<T>>, id: string, value: T) {
   map.set(id, { value, storedAt: Date.now() })
 }
 
+let prunedAt = 0
+
 function evict(id: string) {
+  const now = Date.now()
   users.delete(id)
   keys.delete(id)
-  evictedAt.set(id, Date.now())
-  // Eviction marks only matter for reads in flight: keep them briefly.
-  if (evictedAt.size > MAX_ENTRIES) {
-    const cutoff = Date.now() - 10_000
-    for (const [evictedId, at] of evictedAt) if (at < cutoff) evictedAt.delete(evictedId)
+  evictedAt.delete(id)
+  evictedAt.set(id, now)
+  // Eviction marks only matter for reads in flight: keep them for 10 s.
+  // The map is in eviction order, so pruning stops at the first recent one.
+  if (evictedAt.size > MAX_ENTRIES && now - prunedAt > 1000) {
+    prunedAt = now
+    for (const [evictedId, at] of evictedAt) {
+      if (at >= now - 10_000) break
+      evictedAt.delete(evictedId)
+    }
   }
 }
 
