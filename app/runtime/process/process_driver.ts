@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs'
+import { existsSync, readdirSync } from 'node:fs'
 import { chmod, mkdir, readdir, rm, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import {
@@ -54,6 +54,24 @@ const DEFAULT_RESTART: RestartPolicy = {
   maxDelayMs: 30_000,
   maxConsecutiveRestarts: 5,
   stableAfterMs: 60_000,
+}
+
+let rootFolders: string[] | undefined
+
+/**
+ * `/<name>` for every entry of the host's root folder: an absolute path that
+ * names a real host location (`/work/app/.env`) is refused, never mapped
+ * into the workspace.
+ */
+function hostRootFolders(): string[] {
+  if (!rootFolders) {
+    try {
+      rootFolders = readdirSync('/').map((name) => `/${name}`)
+    } catch {
+      rootFolders = []
+    }
+  }
+  return rootFolders
 }
 
 async function writeRenderedFiles(paths: AgentPaths, files: RenderedFile[]) {
@@ -301,7 +319,7 @@ export class ProcessDriver implements ContainerDriver {
 
   files(agentId: string): WorkspaceFiles {
     return new LocalWorkspaceFiles(this.#paths(agentId).workspace, {
-      outsidePrefixes: [this.options.agentsDir, this.options.cacheDir],
+      outsidePrefixes: [this.options.agentsDir, this.options.cacheDir, ...hostRootFolders()],
     })
   }
 

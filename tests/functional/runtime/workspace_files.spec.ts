@@ -157,5 +157,12 @@ test.group('Runtime / workspace files through the process driver', (group) => {
       ForbiddenException
     )
     await assert.rejects(() => files.list(harness.agentsDir), ForbiddenException)
+    // Any real host location, such as the service's own folder.
+    await assert.rejects(() => files.read(join(process.cwd(), 'package.json')), ForbiddenException)
+    await assert.rejects(
+      () => files.write(join(process.cwd(), 'pwned.txt'), 'x'),
+      ForbiddenException
+    )
+    assert.isFalse(existsSync(join(process.cwd(), 'pwned.txt')))
   })
 })

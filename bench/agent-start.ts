@@ -1,0 +1,181 @@
+/* eslint-disable @unicorn/filename-case -- the issue names this script bench/agent-start */
+/**
+ * bench/agent-start: time from create to ready, and resident memory per
+ * agent, on the process driver, for the test fixture framework and the real
+ * OpenClaw (its model provider played by a local streaming stand-in).
+ *
+ *   npm run bench:agent-start -- [--runs 3] [--frameworks fixture,openclaw] [--json]
+ *
+ * Each run creates a fresh agent (own folder, port, config), starts it,
+ * polls its readiness path, reads its process tree's RSS from /proc, sends
+ * one chat, reads RSS again, then stops and removes it. The OpenClaw package
+ * is installed into the runtime cache first (not timed as part of a start).
+ */
+import { randomUUID } from 'node:crypto'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { loadPlugins } from '#plugins/plugin_loader'
+import { PluginRegistry } from '#plugins/plugin_registry'
+import { PackageCache } from '#runtime/package_cache'
+import { ProcessDriver } from '#runtime/process/process_driver'
+import { RuntimeService } from '#runtime/runtime_service'
+import { OPENCLAW_VERSION } from '../plugins/openclaw/index.ts'
+import { startFakeModelProvider } from '../tests/helpers/fake_model_provider.ts'
+
+const root = join(import.meta.dirname, '..')
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '3' },
+    frameworks: { type: 'string', default: 'fixture,openclaw' },
+    json: { type: 'boolean', default: false },
+  },
+})
+const runs = Math.max(1, Number(values.runs))
+const frameworks = values.frameworks!.split(',').map((name) => name.trim())
+const storage = process.env.STORAGE_DIR ?? join(root, 'storage')
+const cacheDir = join(storage, 'runtime')
+
+interface Sample {
+  framework: string
+  run: number
+  readySecs: number
+  rssReadyMb: number
+  rssAfterChatMb: number
+  firstChatSecs: number
+  stopSecs: number
+}
+
+function stats(numbers: number[]) {
+  const sorted = [...numbers].sort((a, b) => a - b)
+  const median =
+    sorted.length % 2
+      ? sorted[(sorted.length - 1) / 2]
+      : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2
+  return { min: sorted[0], median, max: sorted.at(-1)! }
+}
+
+const fmt = (value: number, digits = 1) => value.toFixed(digits)
+
+async function main() {
+  const registry = new PluginRegistry([
+    ...(await loadPlugins(join(root, 'plugins'))),
+    ...(await loadPlugins(join(root, 'tests/fixtures/plugins'))),
+  ])
+  const provider = await startFakeModelProvider({ reply: 'Benchmark reply.' })
+  const agentsDir = await mkdtemp(join(tmpdir(), 'agent-host-bench-'))
+  const driver = new ProcessDriver({ agentsDir, cacheDir, stopGraceMs: 15_000 })
+  const runtime = new RuntimeService({ driver, frameworks: registry, agentsDir })
+  const samples: Sample[] = []
+
+  try {
+    if (frameworks.includes('openclaw')) {
+      const started = Date.now()
+      await new PackageCache({
+        cacheDir,
+        log: (message) => console.error(`[cache] ${message}`),
+      }).ensure('openclaw', OPENCLAW_VERSION)
+      console.error(
+        `[cache] openclaw@${OPENCLAW_VERSION} available after ${fmt((Date.now() - started) / 1000)}s`
+      )
+    }
+
+    for (const framework of frameworks) {
+      for (let run = 1; run <= runs; run++) {
+        const agentId = randomUUID()
+        const spec = {
+          agentId,
+          framework,
+          config: { personality: 'A benchmark agent.' },
+          modelProxy: {
+            baseUrl: provider.baseUrl,
+            token: 'bench-proxy-token',
+            model: 'stand-in-model',
+          },
+        }
+        const t0 = performance.now()
+        await runtime.ensureStarted(spec)
+        await runtime.waitUntilReady(agentId, { timeoutMs: 300_000 })
+        const readySecs = (performance.now() - t0) / 1000
+        const ready = await runtime.monitoring(agentId)
+
+        const t1 = performance.now()
+        await runtime.chat(agentId, {
+          conversationId: 'bench',
+          messages: [{ role: 'user', content: 'hello' }],
+        })
+        const firstChatSecs = (performance.now() - t1) / 1000
+        const afterChat = await runtime.monitoring(agentId)
+
+        const t2 = performance.now()
+        await runtime.stop(agentId)
+        const stopSecs = (performance.now() - t2) / 1000
+        await runtime.remove(agentId)
+
+        samples.push({
+          framework,
+          run,
+          readySecs,
+          rssReadyMb: ready.memoryMb,
+          rssAfterChatMb: afterChat.memoryMb,
+          firstChatSecs,
+          stopSecs,
+        })
+        console.error(
+          `${framework} run ${run}: ready ${fmt(readySecs, 2)}s, RSS ${fmt(ready.memoryMb)} MB (after a chat ${fmt(afterChat.memoryMb)} MB), first chat ${fmt(firstChatSecs, 2)}s, stop ${fmt(stopSecs, 2)}s`
+        )
+      }
+    }
+  } finally {
+    await driver.sweep([])
+    await runtime.shutdown()
+    await provider.close()
+    await rm(agentsDir, { recursive: true, force: true })
+  }
+
+  const summary = frameworks.map((framework) => {
+    const mine = samples.filter((sample) => sample.framework === framework)
+    return {
+      framework,
+      runs: mine.length,
+      readySecs: stats(mine.map((sample) => sample.readySecs)),
+      rssReadyMb: stats(mine.map((sample) => sample.rssReadyMb)),
+      rssAfterChatMb: stats(mine.map((sample) => sample.rssAfterChatMb)),
+      firstChatSecs: stats(mine.map((sample) => sample.firstChatSecs)),
+      stopSecs: stats(mine.map((sample) => sample.stopSecs)),
+    }
+  })
+
+  if (values.json) {
+    console.log(
+      JSON.stringify({ node: process.version, cpus: cpus().length, samples, summary }, null, 2)
+    )
+    return
+  }
+  console.log(
+    `\nagent start on the process driver (Node ${process.version}, ${cpus().length} CPUs)`
+  )
+  console.log(
+    'framework  runs  create->ready s (min/med/max)  RSS ready MB (min/med/max)  RSS after chat MB  first chat s  stop s'
+  )
+  for (const row of summary) {
+    console.log(
+      [
+        row.framework.padEnd(9),
+        String(row.runs).padStart(4),
+        `  ${fmt(row.readySecs.min)} / ${fmt(row.readySecs.median)} / ${fmt(row.readySecs.max)}`.padEnd(
+          31
+        ),
+        `${fmt(row.rssReadyMb.min)} / ${fmt(row.rssReadyMb.median)} / ${fmt(row.rssReadyMb.max)}`.padEnd(
+          28
+        ),
+        `${fmt(row.rssAfterChatMb.median)}`.padEnd(18),
+        fmt(row.firstChatSecs.median, 2).padEnd(13),
+        fmt(row.stopSecs.median, 2),
+      ].join(' ')
+    )
+  }
+}
+
+await main()
