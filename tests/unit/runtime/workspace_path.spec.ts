@@ -31,7 +31,7 @@ test.group('Runtime / workspace path resolution', () => {
       assert.equal(resolved.relative, row.display.slice(1))
     })
 
-  test('refuses {input} with 403')
+  test('refuses traversal case {$i} with 403')
     .with([
       { input: '..' },
       { input: '../secret' },
@@ -51,7 +51,7 @@ test.group('Runtime / workspace path resolution', () => {
       { input: '/srv/storage/agents/a1/workspace/../state/x' },
       { input: 'notes\u0000.txt' },
       { input: 'notes.txt\u0000' },
-      { input: 'line\nbreak' },
+      { input: 'line\u000abreak' },
       { input: '%2e%2e/secret' },
       { input: '%2E%2E%2Fsecret' },
       { input: '..%2fsecret' },
