@@ -1,7 +1,7 @@
 import env from '#start/env'
 import app from '@adonisjs/core/services/app'
 import { defineConfig, targets } from '@adonisjs/core/logger'
-import { REDACTED_LOG_PATHS } from '#core/logging/redaction'
+import { redactSecrets } from '#core/logging/redaction'
 
 const loggerConfig = defineConfig({
   default: 'app',
@@ -10,7 +10,7 @@ const loggerConfig = defineConfig({
       enabled: true,
       name: 'agent-host',
       level: env.get('LOG_LEVEL', app.inTest ? 'warn' : 'info'),
-      redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' },
+      formatters: { log: redactSecrets },
       transport: {
         targets: targets()
           .pushIf(!app.inProduction && !app.inTest, targets.pretty())

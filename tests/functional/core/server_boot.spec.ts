@@ -58,6 +58,9 @@ test.group('Server boot on the embedded PostgreSQL', (group) => {
         .find((entry) => entry.includes('unhandled error'))
     )
     assert.include(line, 'boot-test-request-500')
+    // The error itself is logged (type and stack), only the body stays bare.
+    assert.include(line, 'secret_table')
+    assert.include(line, '"stack"')
   })
 
   test('redacts credentials in log lines', async ({ assert }) => {
