@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import env from '#start/env'
 import app from '@adonisjs/core/services/app'
 import { Secret } from '@adonisjs/core/helpers'
@@ -20,6 +22,24 @@ export const appUrl = (env.get('APP_URL') ?? `http://localhost:${port}`).replace
 
 export const http = defineConfig({
   generateRequestId: true,
+  /**
+   * A path with malformed percent-encoding never reaches the router; answer
+   * it in the failure envelope like every other bad request.
+   */
+  onBadUrl(request: IncomingMessage, response: ServerResponse) {
+    const requestId = String(request.headers['x-request-id'] ?? randomUUID())
+    response.writeHead(400, {
+      'content-type': 'application/json; charset=utf-8',
+      'x-request-id': requestId,
+    })
+    response.end(
+      JSON.stringify({
+        success: false,
+        error: 'Malformed URL: invalid percent-encoding',
+        code: 'VALIDATION_ERROR',
+      })
+    )
+  },
   allowMethodSpoofing: false,
   useAsyncLocalStorage: true,
   trustProxy: () => false,

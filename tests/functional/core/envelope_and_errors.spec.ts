@@ -1,5 +1,5 @@
 import { test } from '@japa/runner'
-import { postRaw } from '#tests/helpers/http'
+import { baseUrl, postRaw } from '#tests/helpers/http'
 
 test.group('Envelope and errors', () => {
   test('a JSON success answer is enveloped and carries X-Request-Id', async ({
@@ -71,6 +71,17 @@ test.group('Envelope and errors', () => {
     const response = await postRaw('/__test/echo', JSON.stringify({ name: 'x'.repeat(2 << 20) }))
     assert.equal(response.status, 413)
     assert.deepInclude(response.json, { success: false, code: 'PAYLOAD_TOO_LARGE' })
+  })
+
+  test('a malformed percent-encoded path is a 400 in the envelope', async ({ assert }) => {
+    const response = await fetch(`${baseUrl()}/referrals/validate/%ff%00`)
+    assert.equal(response.status, 400)
+    assert.deepEqual(await response.json(), {
+      success: false,
+      error: 'Malformed URL: invalid percent-encoding',
+      code: 'VALIDATION_ERROR',
+    })
+    assert.isString(response.headers.get('x-request-id'))
   })
 
   test('an unknown route is a 404 NOT_FOUND', async ({ client, assert }) => {
