@@ -1,0 +1,78 @@
+import { randomUUID } from 'node:crypto'
+import { DateTime } from 'luxon'
+import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+
+/** Stored agent states (CONTRACT.md "Agent states stored"). */
+export const agentStatuses = ['active', 'stopped', 'paused', 'error'] as const
+export type AgentStatus = (typeof agentStatuses)[number]
+
+/**
+ * An agent. `config` holds the framework config with secret values
+ * encrypted (see #agents/services/config_secrets): never answer it as is,
+ * use the presenters of #agents/services/agent_presenter. The token columns
+ * are never serialized: see #agents/services/agent_tokens.
+ */
+export default class Agent extends BaseModel {
+  static table = 'agents'
+  static selfAssignPrimaryKey = true
+
+  @column({ isPrimary: true })
+  declare id: string
+
+  @column()
+  declare userId: string
+
+  @column()
+  declare name: string
+
+  @column()
+  declare slug: string
+
+  @column()
+  declare description: string | null
+
+  @column()
+  declare avatarUrl: string | null
+
+  @column()
+  declare framework: string
+
+  @column()
+  declare status: AgentStatus
+
+  /** Secret values encrypted. */
+  @column({ prepare: (value: unknown) => JSON.stringify(value ?? {}), serializeAs: null })
+  declare config: Record<string, unknown>
+
+  @column()
+  declare messageCount: number
+
+  @column.dateTime()
+  declare lastActiveAt: DateTime | null
+
+  @column({ serializeAs: null })
+  declare proxyTokenHash: string
+
+  @column({ serializeAs: null })
+  declare proxyTokenEncrypted: string
+
+  @column({ serializeAs: null })
+  declare webhookTokenHash: string
+
+  @column({ serializeAs: null })
+  declare webhookTokenEncrypted: string
+
+  @column.dateTime({ autoCreate: true })
+  declare createdAt: DateTime
+
+  @column.dateTime({ autoCreate: true, autoUpdate: true })
+  declare updatedAt: DateTime
+
+  @beforeCreate()
+  static assignDefaults(agent: Agent) {
+    if (!agent.id) agent.id = randomUUID()
+    if (!agent.status) agent.status = 'active'
+    if (agent.messageCount === undefined) agent.messageCount = 0
+    if (agent.config === undefined) agent.config = {}
+  }
+}

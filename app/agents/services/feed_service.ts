@@ -1,0 +1,60 @@
+import db from '@adonisjs/lucid/services/db'
+import AgentFeedEvent, { type FeedEventType } from '#agents/models/agent_feed_event'
+
+/** Events answered by GET /agents/:id/feed (newest first). */
+export const FEED_PAGE = 50
+/** Events kept per agent; older ones are pruned now and then. */
+export const FEED_KEPT = 500
+const CONTENT_MAX = 2000
+
+export interface FeedEventView {
+  id: string
+  type: FeedEventType
+  content: string
+  ts: string
+}
+
+/**
+ * Stores one activity feed event of an agent: `status_change` and `error`
+ * (written by the agents area from runtime events and lifecycle calls),
+ * `message` (written by the chat area when a message is processed).
+ * Never throws for a deleted agent: the event is dropped.
+ */
+export async function recordFeedEvent(
+  agentId: string,
+  event: { type: FeedEventType; content: string }
+): Promise<void> {
+  try {
+    await AgentFeedEvent.create({
+      agentId,
+      type: event.type,
+      content: event.content.slice(0, CONTENT_MAX),
+    })
+  } catch (error) {
+    // 23503: the agent was deleted meanwhile; nothing to record.
+    if ((error as { code?: string }).code === '23503') return
+    throw error
+  }
+  // Prune about once per 20 writes, keeping the newest FEED_KEPT events.
+  if (Math.random() < 0.05) {
+    await db.rawQuery(
+      `delete from agent_feed_events where agent_id = ? and seq < (
+         select seq from agent_feed_events where agent_id = ? order by seq desc offset ? limit 1)`,
+      [agentId, agentId, FEED_KEPT - 1]
+    )
+  }
+}
+
+/** The newest events of an agent, newest first. */
+export async function feedOf(agentId: string, limit = FEED_PAGE): Promise<FeedEventView[]> {
+  const rows = await AgentFeedEvent.query()
+    .where('agent_id', agentId)
+    .orderBy('seq', 'desc')
+    .limit(limit)
+  return rows.map((row) => ({
+    id: row.id,
+    type: row.type,
+    content: row.content,
+    ts: row.createdAt.toUTC().toISO()!,
+  }))
+}
