@@ -9,6 +9,10 @@ import type { AgentLimitChanged } from '#billing/services/agent_limit_enforcer'
 import { billingLapseJob, runBillingLapse } from '#billing/services/lapse_job'
 import { monthlyGrantKey } from '#credits/services/monthly_grant'
 import { createUser, creditsOf, reloadUser } from '#tests/helpers/identity'
+import { createAgentFor } from '#tests/helpers/agents_fixture'
+import Agent from '#agents/models/agent'
+import { ValidationException } from '#core/exceptions/api_exceptions'
+import { assertAgentSlotAvailable } from '#billing/services/agent_limits'
 
 async function notificationsOf(userId: string, type: string) {
   return db.from('notifications').where('user_id', userId).where('type', type)
@@ -141,5 +145,86 @@ test.group('Billing lapse job', () => {
     assert.equal(entries[0].idempotency_key, monthlyGrantKey(user.id))
     assert.equal(await creditsOf(user), 3000)
     assert.lengthOf(await db.from('credit_ledger').where('user_id', unverified.id), 0)
+  })
+
+  test('lapse pauses the newest agents beyond the new limit; a bigger limit resumes them', async ({
+    assert,
+    cleanup,
+  }) => {
+    const listener = listen()
+    cleanup(listener.stop)
+    const user = await createUser({ tier: 'business' })
+    user.subscriptionExpiresAt = DateTime.utc().minus({ minutes: 1 })
+    await user.save()
+    const start = DateTime.utc().minus({ days: 10 })
+    const statuses = ['active', 'stopped', 'active', 'active'] as const
+    const agents: Agent[] = []
+    for (const [index, status] of statuses.entries()) {
+      agents.push(await createAgentFor(user, { status, createdAt: start.plus({ days: index }) }))
+    }
+    const bystander = await createUser({ tier: 'free' })
+    const theirs = await createAgentFor(bystander)
+
+    const report = await runBillingLapse()
+    assert.include(report.tiersLapsed, user.id)
+    // Free allows 1: the oldest stays as it was, the three newer are paused.
+    assert.sameMembers(report.paused[user.id], [agents[1].id, agents[2].id, agents[3].id])
+    const statusOf = async (agent: Agent) => {
+      const fresh = await Agent.findOrFail(agent.id)
+      return fresh.status
+    }
+    assert.equal(await statusOf(agents[0]), 'active')
+    for (const agent of agents.slice(1)) assert.equal(await statusOf(agent), 'paused')
+    assert.equal(await statusOf(theirs), 'active')
+    assert.lengthOf(await notificationsOf(user.id, 'agents_paused'), 1)
+    const event = listener.events.find((candidate) => candidate.userId === user.id)
+    assert.deepEqual(event, {
+      userId: user.id,
+      agentLimit: 1,
+      paused: report.paused[user.id],
+      resumed: [],
+    })
+
+    // Creating one more is refused while at the limit.
+    await assert.rejects(
+      () => db.transaction((trx) => assertAgentSlotAvailable(trx, user.id)),
+      ValidationException
+    )
+
+    // One more agent allowed (limit 2): the oldest paused agent resumes.
+    const now = DateTime.utc()
+    await AddonSubscription.create({
+      userId: user.id,
+      addonKey: 'addon.agents.3',
+      extraAgents: 1,
+      paymentId: null,
+      startsAt: now.minus({ minutes: 1 }),
+      expiresAt: now.plus({ days: 30 }),
+    })
+    const partial = await runBillingLapse()
+    assert.deepEqual(partial.resumed[user.id], [agents[1].id])
+    assert.equal(await statusOf(agents[1]), 'active')
+    assert.equal(await statusOf(agents[2]), 'paused')
+
+    await AddonSubscription.create({
+      userId: user.id,
+      addonKey: 'addon.agents.3',
+      extraAgents: 3,
+      paymentId: null,
+      startsAt: now.minus({ minutes: 1 }),
+      expiresAt: now.plus({ days: 30 }),
+    })
+    // Three more (limit 5): the rest resume, oldest first.
+    const full = await runBillingLapse()
+    assert.deepEqual(full.resumed[user.id], [agents[2].id, agents[3].id])
+    for (const agent of agents) assert.notEqual(await statusOf(agent), 'paused')
+    assert.lengthOf(await notificationsOf(user.id, 'agents_resumed'), 2)
+    const resumedEvent = listener.events.findLast((candidate) => candidate.userId === user.id)
+    assert.deepEqual(resumedEvent?.resumed, [agents[2].id, agents[3].id])
+
+    // Nothing left to do: another run changes nothing.
+    const idle = await runBillingLapse()
+    assert.notProperty(idle.paused, user.id)
+    assert.notProperty(idle.resumed, user.id)
   })
 })
