@@ -23,7 +23,11 @@ test.group('Plugin loader', () => {
     .with([
       { folder: 'bad_kind', plugin: 'weird', reason: '"kind" must be "framework" or "channel"' },
       { folder: 'no_index', plugin: 'empty', reason: 'no index.ts or index.js' },
-      { folder: 'bad_member', plugin: 'broken-framework', reason: 'missing function "renderFiles"' },
+      {
+        folder: 'bad_member',
+        plugin: 'broken-framework',
+        reason: 'missing function "renderFiles"',
+      },
       { folder: 'throws', plugin: 'explodes', reason: 'plugin exploded at import' },
     ])
     .run(async ({ assert }, row) => {
@@ -46,8 +50,15 @@ test.group('Plugin loader', () => {
   test('the app registry holds the plugins found under plugins/ at boot', async ({ assert }) => {
     const registry = await app.container.make('plugins')
     const loaded = await loadPlugins(app.makePath('plugins'))
+    // Plus the test-only folders of EXTRA_PLUGIN_DIRS (bin/test.ts), in tests only.
+    for (const folder of (process.env.EXTRA_PLUGIN_DIRS ?? '').split(',').filter(Boolean)) {
+      loaded.push(...(await loadPlugins(app.makePath(folder.trim()))))
+    }
     assert.deepEqual(
-      registry.list().map((plugin) => plugin.name).sort(),
+      registry
+        .list()
+        .map((plugin) => plugin.name)
+        .sort(),
       loaded.map((plugin) => plugin.name).sort()
     )
   })
