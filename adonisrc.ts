@@ -22,9 +22,11 @@ export default defineConfig({
     () => import('@adonisjs/mail/mail_provider'),
     () => import('#providers/plugin_provider'),
     () => import('#providers/runtime_provider'),
+    { file: () => import('#providers/agents_provider'), environment: ['web', 'test'] },
     () => import('#providers/migrations_provider'),
     () => import('#providers/jobs_provider'),
     () => import('#identity/providers/identity_provider'),
+    { file: () => import('#chat/providers/chat_provider'), environment: ['web', 'test'] },
   ],
 
   preloads: [() => import('#start/routes'), () => import('#start/kernel')],

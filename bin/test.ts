@@ -8,6 +8,8 @@
 |
 */
 process.env.NODE_ENV = 'test'
+// Test-only plugins the app loads besides plugins/ (the fixture framework; see PluginProvider).
+process.env.EXTRA_PLUGIN_DIRS ??= 'tests/fixtures/plugins'
 
 import 'reflect-metadata'
 import { Ignitor, prettyPrintError } from '@adonisjs/core'

@@ -17,9 +17,26 @@ export default class PluginProvider {
 
   register() {
     this.app.container.singleton(PluginRegistry, async () => {
-      return new PluginRegistry(await loadPlugins(this.app.makePath('plugins')))
+      const plugins = []
+      for (const folder of [this.app.makePath('plugins'), ...this.#testPluginFolders()]) {
+        plugins.push(...(await loadPlugins(folder)))
+      }
+      return new PluginRegistry(plugins)
     })
     this.app.container.alias('plugins', PluginRegistry)
+  }
+
+  /**
+   * Tests only (NODE_ENV=test): EXTRA_PLUGIN_DIRS, comma-separated folders
+   * relative to the app root, adds test-only plugins (bin/test.ts sets
+   * `tests/fixtures/plugins`, the fixture framework used by HTTP tests).
+   */
+  #testPluginFolders(): string[] {
+    if (!this.app.inTest || !process.env.EXTRA_PLUGIN_DIRS) return []
+    return process.env.EXTRA_PLUGIN_DIRS.split(',')
+      .map((folder) => folder.trim())
+      .filter(Boolean)
+      .map((folder) => this.app.makePath(folder))
   }
 
   async boot() {

@@ -4,6 +4,8 @@ import '#credits/routes'
 import '#support/routes'
 import '#billing/routes'
 import '#referrals/routes'
+import '#chat/routes'
+import '#agents/routes'
 
 const HealthController = () => import('#core/health/health_controller')
 const OpenApiController = () => import('#core/openapi/openapi_controller')

@@ -1,0 +1,153 @@
+import type { HttpContext } from '@adonisjs/core/http'
+import { AuthRequiredException, ForbiddenException } from '#core/exceptions/api_exceptions'
+import { findAgent, ownedAgent } from '#agents/services/agent_access'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
+import { followLogs, tailLogs } from '#agents/services/agent_logs'
+import { feedOf } from '#agents/services/feed_service'
+import { issueLogStreamToken, verifyLogStreamToken } from '#agents/services/log_stream_tokens'
+import { writeSse } from '#agents/services/sse_writer'
+import { memoryOf, monitoringOf, statsOf, statusOf } from '#agents/services/agent_views'
+import { logsValidator } from '#agents/validators/agent_validators'
+
+/** An agent's container: lifecycle and the views of it (both surfaces for start/stop/restart/status). */
+export default class AgentRuntimeController {
+  /**
+   * @start
+   * @summary Start the agent's container
+   * @description Answers once the container is launched (it may still be getting ready). A paused agent (plan limit) answers 409.
+   * @responseBody 200 - {"success":true,"data":{"status":"started","containerId":"proc-9b2f-1a2b3c"}}
+   */
+  async start({ auth, params }: HttpContext) {
+    return agentLifecycle.start(await ownedAgent(auth.getUserOrFail(), params.id))
+  }
+
+  /**
+   * @stop
+   * @summary Stop the agent's container
+   * @description Keeps config and data; it can be started again.
+   * @responseBody 200 - {"success":true,"data":{"status":"stopped"}}
+   */
+  async stop({ auth, params }: HttpContext) {
+    return agentLifecycle.stop(await ownedAgent(auth.getUserOrFail(), params.id))
+  }
+
+  /**
+   * @restart
+   * @summary Restart the agent's container
+   * @description Stop then start with the current config; a new containerId.
+   * @responseBody 200 - {"success":true,"data":{"status":"restarted","containerId":"proc-9b2f-4d5e6f"}}
+   */
+  async restart({ auth, params }: HttpContext) {
+    return agentLifecycle.restart(await ownedAgent(auth.getUserOrFail(), params.id))
+  }
+
+  /**
+   * @status
+   * @summary Agent status (lighter than the detail)
+   * @description status is one of active, stopped, paused, error.
+   * @responseBody 200 - {"success":true,"data":{"status":"active","containerId":"proc-9b2f-1a2b3c","messageCount":12}}
+   */
+  async status({ auth, params }: HttpContext) {
+    return statusOf(await ownedAgent(auth.getUserOrFail(), params.id))
+  }
+
+  /**
+   * @stats
+   * @summary Agent stats
+   * @description uptimeSecs is 0 while the container is not running.
+   * @responseBody 200 - {"success":true,"data":{"messagesProcessed":12,"uptimeSecs":3600,"lastActiveAt":"2025-01-02T10:00:00.000Z","containerId":"proc-9b2f-1a2b3c","status":"active"}}
+   */
+  async stats({ auth, params }: HttpContext) {
+    return statsOf(await ownedAgent(auth.getUserOrFail(), params.id))
+  }
+
+  /**
+   * @monitoring
+   * @summary CPU, memory and restarts of the running container
+   * @description 409 AGENT_NOT_RUNNING when the container is not running.
+   * @responseBody 200 - {"success":true,"data":{"cpuPercent":1.5,"memoryMb":48.2,"memoryLimitMb":1024,"restartCount":0,"status":"running"}}
+   */
+  async monitoring({ auth, params }: HttpContext) {
+    return monitoringOf(await ownedAgent(auth.getUserOrFail(), params.id))
+  }
+
+  /**
+   * @memory
+   * @summary The agent's memory store
+   * @description Read from the framework's memory files in the container; 409 when not running.
+   * @responseBody 200 - {"success":true,"data":{"memory":{"MEMORY.md":"- prefers short answers"}}}
+   */
+  async memory({ auth, params }: HttpContext) {
+    return memoryOf(await ownedAgent(auth.getUserOrFail(), params.id))
+  }
+
+  /**
+   * @feed
+   * @summary Activity feed
+   * @description The newest 50 events, newest first: status_change, error, message.
+   * @responseBody 200 - {"success":true,"data":{"events":[{"id":"3c1d...","type":"status_change","content":"Agent started","ts":"2025-01-01T00:00:00.000Z"}]}}
+   */
+  async feed({ auth, params }: HttpContext) {
+    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+    return { events: await feedOf(agent.id) }
+  }
+
+  /**
+   * @logsToken
+   * @summary A short-lived token for the live log stream
+   * @description For EventSource clients, which cannot send an Authorization header: open GET /agents/:id/logs?stream=true&token=<token> within 5 minutes. The token is valid for this agent's logs only.
+   * @responseBody 200 - {"success":true,"data":{"token":"lgt_...","expiresIn":300,"expiresAt":"2025-01-01T00:05:00.000Z","streamUrl":"/agents/9b2f.../logs?stream=true&token=lgt_..."}}
+   */
+  async logsToken({ auth, params }: HttpContext) {
+    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+    const { token, expiresAt, expiresIn } = issueLogStreamToken(agent.id, agent.userId)
+    return {
+      token,
+      expiresIn,
+      expiresAt: expiresAt.toISOString(),
+      streamUrl: `/agents/${agent.id}/logs?stream=true&token=${encodeURIComponent(token)}`,
+    }
+  }
+
+  /**
+   * @logs
+   * @summary Container logs
+   * @description Plain text, the last `tail` lines (default 100, at most 10000), secrets shown as ***. With stream=true: a live text/event-stream, one `data:` event per log line, starting with the last `tail` lines (409 when the container is not running). Authenticate with the JWT, or with `token` from POST /agents/:id/logs/token.
+   * @paramQuery tail - Number of lines (default 100) - @type(number)
+   * @paramQuery stream - true for a live SSE stream - @type(boolean)
+   * @paramQuery token - Short-lived logs token (instead of the Authorization header) - @type(string)
+   * @responseBody 200 - 2025-01-01T00:00:00.000Z [agent-host] started
+   */
+  async logs(ctx: HttpContext) {
+    const { auth, params, request, response } = ctx
+    const query = await request.validateUsing(logsValidator)
+    const agent = auth.user
+      ? await ownedAgent(auth.user, params.id)
+      : await this.#agentForToken(params.id, query.token)
+    const tail = query.tail ?? 100
+
+    if (!query.stream) {
+      response.header('content-type', 'text/plain; charset=utf-8')
+      response.header('cache-control', 'no-store')
+      return response.send(await tailLogs(agent, tail))
+    }
+    const abort = new AbortController()
+    const lines = await followLogs(agent, { tail, signal: abort.signal })
+    await writeSse(ctx, lines, abort)
+  }
+
+  async #agentForToken(id: unknown, token: string | undefined) {
+    if (!token) {
+      throw new AuthRequiredException(
+        'Send a JWT, or a logs token from POST /agents/:id/logs/token'
+      )
+    }
+    const agentId = typeof id === 'string' ? id.toLowerCase() : ''
+    const claims = verifyLogStreamToken(token, agentId)
+    if (!claims) throw new AuthRequiredException('The logs token is invalid or expired')
+    const agent = await findAgent(agentId)
+    // The agent changed hands or was recreated since the token was issued.
+    if (agent.userId !== claims.userId) throw new ForbiddenException()
+    return agent
+  }
+}

@@ -1,0 +1,70 @@
+import type { HttpContext } from '@adonisjs/core/http'
+import { ownedAgent } from '#agents/services/agent_access'
+import { filesOf } from '#agents/services/agent_views'
+import {
+  filePathValidator,
+  listFilesValidator,
+  writeFileValidator,
+} from '#agents/validators/agent_validators'
+
+/**
+ * The agent's workspace (File Manager). Paths resolve inside the workspace
+ * only: `..`, absolute paths outside it, symlinks out, NUL bytes and their
+ * encoded forms answer 403 FORBIDDEN. 409 AGENT_NOT_RUNNING when the
+ * container is not running.
+ */
+export default class ContainerFilesController {
+  /**
+   * @index
+   * @summary List a workspace folder
+   * @paramQuery path - Folder inside the workspace (default /) - @type(string)
+   * @responseBody 200 - {"success":true,"data":{"files":[{"name":"SOUL.md","type":"file","size":120},{"name":"notes","type":"directory","size":0}]}}
+   */
+  async index({ auth, params, request }: HttpContext) {
+    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+    const { path } = await request.validateUsing(listFilesValidator)
+    const files = await filesOf(agent)
+    return { files: await files.list(path ?? '/') }
+  }
+
+  /**
+   * @read
+   * @summary Read a workspace file
+   * @paramQuery path - File inside the workspace - @type(string)
+   * @responseBody 200 - {"success":true,"data":{"content":"# Soul\n\nFriendly","size":16}}
+   */
+  async read({ auth, params, request }: HttpContext) {
+    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+    const { path } = await request.validateUsing(filePathValidator)
+    const files = await filesOf(agent)
+    return files.read(path)
+  }
+
+  /**
+   * @write
+   * @summary Write a workspace file
+   * @description PUT /agents/:id/container-files, or POST/PUT /agents/:id/container-files/write. Parent folders are created. At most 1,000,000 characters.
+   * @requestBody {"path":"notes/todo.md","content":"- ship it"}
+   * @responseBody 200 - {"success":true,"data":{"path":"/notes/todo.md","size":9}}
+   */
+  async write({ auth, params, request }: HttpContext) {
+    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+    const { path, content } = await request.validateUsing(writeFileValidator)
+    const files = await filesOf(agent)
+    return files.write(path, content)
+  }
+
+  /**
+   * @destroy
+   * @summary Delete a workspace file or folder
+   * @description DELETE /agents/:id/container-files?path=... or DELETE /agents/:id/container-files/delete?path=...
+   * @paramQuery path - File or folder inside the workspace - @type(string)
+   * @responseBody 200 - {"success":true,"data":{"deleted":"/notes/todo.md"}}
+   */
+  async destroy({ auth, params, request }: HttpContext) {
+    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+    const { path } = await request.validateUsing(filePathValidator)
+    const files = await filesOf(agent)
+    return files.delete(path)
+  }
+}

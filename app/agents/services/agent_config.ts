@@ -1,0 +1,60 @@
+import app from '@adonisjs/core/services/app'
+import { ApiException, ValidationException } from '#core/exceptions/api_exceptions'
+import type { FrameworkPlugin } from '#plugins/types'
+import type { Config } from '#agents/services/config_secrets'
+
+/** Largest config accepted, as JSON. */
+export const CONFIG_MAX_BYTES = 64 * 1024
+
+/** The installed framework plugin of this name; 400 naming the installed ones otherwise. */
+export async function frameworkPlugin(name: string): Promise<FrameworkPlugin> {
+  const registry = await app.container.make('plugins')
+  const plugin = registry.findFramework(name)
+  if (!plugin) {
+    const installed = registry
+      .frameworks()
+      .map((framework) => framework.name)
+      .join(', ')
+    throw new ValidationException(`framework must be one of: ${installed}`)
+  }
+  return plugin
+}
+
+/**
+ * Checks a clear config with the framework plugin's schema and the size
+ * limit; returns what the plugin returns. Anything the plugin throws is a
+ * 400: a config is client input.
+ */
+export function validateConfig(plugin: FrameworkPlugin, config: Config): Config {
+  if (Buffer.byteLength(JSON.stringify(config)) > CONFIG_MAX_BYTES) {
+    throw new ValidationException(`config must be at most ${CONFIG_MAX_BYTES / 1024} KB as JSON`)
+  }
+  try {
+    return plugin.validateConfig(config)
+  } catch (error) {
+    if (error instanceof ApiException) throw error
+    throw new ValidationException(`config is invalid: ${(error as Error).message}`)
+  }
+}
+
+/** Top-level keys whose values differ (for generated commit messages; names only). */
+export function changedKeys(before: Config, after: Config): string[] {
+  const keys = new Set([...Object.keys(before), ...Object.keys(after)])
+  return [...keys]
+    .filter((key) => JSON.stringify(before[key]) !== JSON.stringify(after[key]))
+    .sort()
+}
+
+/** Deep equality of two JSON configs, ignoring key order. */
+export function sameConfig(a: Config, b: Config): boolean {
+  return stableJson(a) === stableJson(b)
+}
+
+function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Config).sort(([a], [b]) => (a < b ? -1 : 1))
+    return `{${entries.map(([key, inner]) => `${JSON.stringify(key)}:${stableJson(inner)}`).join(',')}}`
+  }
+  return JSON.stringify(value)
+}

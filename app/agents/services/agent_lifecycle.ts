@@ -1,0 +1,252 @@
+import app from '@adonisjs/core/services/app'
+import logger from '@adonisjs/core/services/logger'
+import { ConflictException, NotFoundException } from '#core/exceptions/api_exceptions'
+import type { RuntimeService } from '#runtime/runtime_service'
+import type { RuntimeEvent } from '#runtime/types'
+import Agent, { type AgentStatus } from '#agents/models/agent'
+import { recordFeedEvent } from '#agents/services/feed_service'
+import { runtimeSpecFor } from '#agents/services/runtime_spec'
+
+export interface StartResult {
+  status: 'started'
+  containerId: string | null
+}
+export interface StopResult {
+  status: 'stopped'
+}
+export interface RestartResult {
+  status: 'restarted'
+  containerId: string | null
+}
+
+const PAUSED_MESSAGE =
+  'The agent is paused because your plan allows fewer agents. Renew your plan or add an agent pack and it resumes automatically.'
+
+async function setStatus(agentId: string, status: AgentStatus): Promise<void> {
+  await Agent.query().where('id', agentId).update({ status, updatedAt: new Date() })
+}
+
+/**
+ * Turns agent states into container states and back. Every container
+ * operation of one agent runs after the previous one finished (a PATCH's
+ * reconfigure, a stop and a delete arriving together never interleave).
+ * Container ids and readiness come from the runtime; feed events come from
+ * the runtime's events (`handleRuntimeEvent`), so every path that starts or
+ * stops a container is reported once.
+ */
+export class AgentLifecycle {
+  readonly #chains = new Map<string, Promise<unknown>>()
+  readonly #background = new Set<Promise<unknown>>()
+
+  constructor(private readonly runtime: () => Promise<RuntimeService>) {}
+
+  /** Runs `task` after the agent's previous container operation. */
+  #serial<T>(agentId: string, task: () => Promise<T>): Promise<T> {
+    const previous = this.#chains.get(agentId) ?? Promise.resolve()
+    const next = previous.catch(() => {}).then(task)
+    this.#chains.set(agentId, next)
+    const forget = () => {
+      if (this.#chains.get(agentId) === next) this.#chains.delete(agentId)
+    }
+    next.then(forget, forget)
+    return next
+  }
+
+  /** Runs a task without making the caller wait; failures are logged. */
+  #detached(what: string, agentId: string, task: () => Promise<unknown>) {
+    const running = task().catch((error) => {
+      logger.warn({ agentId, err: error }, `agents: ${what} failed`)
+    })
+    this.#background.add(running)
+    running.finally(() => this.#background.delete(running))
+  }
+
+  /** Resolves when the background work started so far has finished (tests, shutdown). */
+  async settled(): Promise<void> {
+    while (this.#background.size > 0) await Promise.allSettled([...this.#background])
+  }
+
+  async #fresh(agentId: string): Promise<Agent> {
+    const agent = await Agent.find(agentId)
+    if (!agent) throw new NotFoundException('Agent not found')
+    return agent
+  }
+
+  async #start(agentId: string) {
+    const agent = await this.#fresh(agentId)
+    if (agent.status === 'paused') throw new ConflictException(PAUSED_MESSAGE)
+    if (agent.status !== 'active') await setStatus(agent.id, 'active')
+    try {
+      const runtime = await this.runtime()
+      return await runtime.ensureStarted(runtimeSpecFor(agent))
+    } catch (error) {
+      // The runtime reports the reason as an `error` event (feed); the state is ours.
+      await setStatus(agent.id, 'error')
+      throw error
+    }
+  }
+
+  /** POST start: the container runs (or is starting) afterwards; not waiting for readiness. */
+  start(agent: Agent): Promise<StartResult> {
+    return this.#serial(agent.id, async () => {
+      const info = await this.#start(agent.id)
+      return { status: 'started', containerId: info.containerId }
+    })
+  }
+
+  /** A new agent: starts its container without making the request wait. */
+  startInBackground(agent: Agent): void {
+    this.#detached('start', agent.id, () => this.#serial(agent.id, () => this.#start(agent.id)))
+  }
+
+  /** POST stop: the container stops, config and data stay. A paused agent stays paused. */
+  stop(agent: Agent): Promise<StopResult> {
+    return this.#serial(agent.id, async () => {
+      const fresh = await this.#fresh(agent.id)
+      const runtime = await this.runtime()
+      await runtime.stop(fresh.id)
+      if (fresh.status !== 'paused') await setStatus(fresh.id, 'stopped')
+      return { status: 'stopped' }
+    })
+  }
+
+  /** POST restart: stop then start with a freshly rendered config; a new container id. */
+  restart(agent: Agent): Promise<RestartResult> {
+    return this.#serial(agent.id, async () => {
+      const fresh = await this.#fresh(agent.id)
+      if (fresh.status === 'paused') throw new ConflictException(PAUSED_MESSAGE)
+      if (fresh.status !== 'active') await setStatus(fresh.id, 'active')
+      try {
+        const runtime = await this.runtime()
+        const info = await runtime.restart(runtimeSpecFor(fresh))
+        return { status: 'restarted', containerId: info.containerId }
+      } catch (error) {
+        await setStatus(fresh.id, 'error')
+        throw error
+      }
+    })
+  }
+
+  /** After a config change: a running container restarts with the new config (background). */
+  reconfigureInBackground(agent: Agent): void {
+    this.#detached('reconfigure', agent.id, () =>
+      this.#serial(agent.id, async () => {
+        const fresh = await Agent.find(agent.id)
+        if (!fresh || fresh.status !== 'active') return
+        const runtime = await this.runtime()
+        await runtime.reconfigure(runtimeSpecFor(fresh))
+      })
+    )
+  }
+
+  /** DELETE: stops the container and deletes its data. Failures are logged (the boot sweep retries). */
+  remove(agentId: string): Promise<void> {
+    return this.#serial(agentId, async () => {
+      try {
+        const runtime = await this.runtime()
+        await runtime.remove(agentId)
+      } catch (error) {
+        logger.warn({ agentId, err: error }, 'agents: removing the container failed')
+      }
+    })
+  }
+
+  /**
+   * The owner's agent limit shrank or grew (billing's `agents:limit_changed`;
+   * statuses are already stored): stop the containers of paused agents and
+   * start those of resumed ones, in the background. A resumed agent whose
+   * container was never created (a row made without this service) is only
+   * marked active; it starts on its owner's next start.
+   */
+  applyLimitChange(change: { paused: string[]; resumed: string[] }): void {
+    for (const agentId of change.paused) {
+      this.#detached('pause', agentId, () =>
+        this.#serial(agentId, async () => {
+          const runtime = await this.runtime()
+          await runtime.stop(agentId)
+          await recordFeedEvent(agentId, {
+            type: 'status_change',
+            content: 'Agent paused: the plan allows fewer agents',
+          })
+        })
+      )
+    }
+    for (const agentId of change.resumed) {
+      this.#detached('resume', agentId, () =>
+        this.#serial(agentId, async () => {
+          const agent = await Agent.find(agentId)
+          if (!agent || agent.status !== 'active') return
+          await recordFeedEvent(agentId, {
+            type: 'status_change',
+            content: 'Agent resumed: the plan allows it again',
+          })
+          const runtime = await this.runtime()
+          const container = await runtime.status(agentId)
+          if (container.state === 'absent') return
+          await runtime.ensureStarted(runtimeSpecFor(agent))
+        })
+      )
+    }
+  }
+
+  /**
+   * Service boot: adopt or start the containers of every `active` agent and
+   * stop containers of agents that no longer exist (runtime.recover).
+   */
+  async recover(options: { sweep?: boolean } = {}) {
+    const agents = await Agent.query().where('status', 'active').orderBy('created_at', 'asc')
+    const specs = []
+    for (const agent of agents) {
+      try {
+        specs.push(runtimeSpecFor(agent))
+      } catch (error) {
+        logger.error({ agentId: agent.id, err: error }, 'agents: cannot build the runtime spec')
+      }
+    }
+    const runtime = await this.runtime()
+    const result = await runtime.recover(specs, options)
+    for (const failure of result.failed) await setStatus(failure.agentId, 'error')
+    return result
+  }
+
+  /** Runtime events -> feed events and the `error` state. */
+  async handleRuntimeEvent(event: RuntimeEvent): Promise<void> {
+    switch (event.type) {
+      case 'started':
+        return recordFeedEvent(event.agentId, {
+          type: 'status_change',
+          content: 'Agent started',
+        })
+      case 'stopped':
+        return recordFeedEvent(event.agentId, {
+          type: 'status_change',
+          content: 'Agent stopped',
+        })
+      case 'exited':
+        return recordFeedEvent(event.agentId, {
+          type: 'error',
+          content: `Agent process ended unexpectedly: ${event.reason}`,
+        })
+      case 'restarting':
+        return recordFeedEvent(event.agentId, {
+          type: 'status_change',
+          content: `Agent restarting after a crash (restart ${event.restartCount}, in ${Math.round(event.delayMs / 100) / 10}s)`,
+        })
+      case 'error':
+        // Given up on by the runtime; a paused agent keeps its pause.
+        await Agent.query()
+          .where('id', event.agentId)
+          .whereNot('status', 'paused')
+          .update({ status: 'error', updatedAt: new Date() })
+        return recordFeedEvent(event.agentId, {
+          type: 'error',
+          content: `Agent failed: ${event.message}`,
+        })
+      case 'ready':
+        return
+    }
+  }
+}
+
+/** The service's one lifecycle (per-agent ordering is per process). */
+export const agentLifecycle = new AgentLifecycle(() => app.container.make('runtime'))

@@ -1,0 +1,57 @@
+import vine from '@vinejs/vine'
+
+const name = () => vine.string().trim().minLength(2).maxLength(50)
+const description = () => vine.string().trim().maxLength(2000).nullable().optional()
+const avatarUrl = () =>
+  vine
+    .string()
+    .trim()
+    .maxLength(2048)
+    .url({ protocols: ['http', 'https'], require_protocol: true })
+    .nullable()
+    .optional()
+/** Any JSON object; the framework plugin checks its contents. */
+const config = () => vine.object({}).allowUnknownProperties()
+
+export const createAgentValidator = vine.create({
+  name: name(),
+  framework: vine.string().trim().minLength(1).maxLength(40),
+  description: description(),
+  avatarUrl: avatarUrl(),
+  config: config().optional(),
+})
+
+export const updateAgentValidator = vine.create({
+  name: name().optional(),
+  description: description(),
+  avatarUrl: avatarUrl(),
+  config: config().optional(),
+  commitMessage: vine.string().trim().maxLength(500).optional(),
+})
+
+/** CONTRACT.md: `page` from 1, `limit` 1 to 100 (default 20). */
+export const listAgentsValidator = vine.create({
+  page: vine.number().withoutDecimals().min(1).max(1_000_000).optional(),
+  limit: vine.number().withoutDecimals().range([1, 100]).optional(),
+})
+
+export const listVersionsValidator = vine.create({
+  limit: vine.number().withoutDecimals().range([1, 100]).optional(),
+  offset: vine.number().withoutDecimals().min(0).max(1_000_000).optional(),
+})
+
+export const logsValidator = vine.create({
+  tail: vine.number().withoutDecimals().range([0, 10_000]).optional(),
+  stream: vine.boolean().optional(),
+  token: vine.string().maxLength(512).optional(),
+})
+
+/** Workspace paths; the runtime's resolveWorkspacePath decides what is allowed (403). */
+const path = () => vine.string().maxLength(4096)
+
+export const listFilesValidator = vine.create({ path: path().optional() })
+export const filePathValidator = vine.create({ path: path() })
+export const writeFileValidator = vine.create({
+  path: path(),
+  content: vine.string().maxLength(1_000_000),
+})

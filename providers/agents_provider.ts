@@ -1,0 +1,60 @@
+import type { ApplicationService } from '@adonisjs/core/types'
+
+/**
+ * Connects agents to their containers once the app is ready:
+ * - runtime events become feed events and the `error` state;
+ * - billing's `agents:limit_changed` stops paused agents' containers and
+ *   starts resumed ones;
+ * - at server start (not in tests unless AGENTS_RECOVER_ON_BOOT=true; never
+ *   with AGENTS_RECOVER_ON_BOOT=false) the containers of `active` agents
+ *   are adopted or started again, in the background.
+ */
+export default class AgentsProvider {
+  constructor(protected app: ApplicationService) {}
+
+  #shouldRecover(): boolean {
+    const setting = process.env.AGENTS_RECOVER_ON_BOOT
+    if (setting === 'false') return false
+    return setting === 'true' || this.app.getEnvironment() === 'web'
+  }
+
+  async ready() {
+    const { agentLifecycle } = await import('#agents/services/agent_lifecycle')
+    const logger = await this.app.container.make('logger')
+    const runtime = await this.app.container.make('runtime')
+    const emitter = await this.app.container.make('emitter')
+
+    runtime.onEvent((event) => {
+      agentLifecycle.handleRuntimeEvent(event).catch((error) => {
+        logger.error({ err: error, agentId: event.agentId }, 'agents: runtime event not recorded')
+      })
+    })
+    emitter.on('agents:limit_changed', (change) => agentLifecycle.applyLimitChange(change))
+
+    if (this.#shouldRecover()) {
+      agentLifecycle
+        .recover()
+        .then((result) =>
+          logger.info(
+            {
+              adopted: result.adopted.length,
+              started: result.started.length,
+              failed: result.failed.length,
+              swept: result.swept.length,
+            },
+            'agents: containers recovered'
+          )
+        )
+        .catch((error) => logger.error({ err: error }, 'agents: recovery failed'))
+    }
+  }
+
+  async shutdown() {
+    const { agentLifecycle } = await import('#agents/services/agent_lifecycle')
+    // Let container operations in flight finish (bounded), so none is cut half-way.
+    await Promise.race([
+      agentLifecycle.settled(),
+      new Promise((resolve) => setTimeout(resolve, 15_000).unref()),
+    ])
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * Helpers for the agents area's HTTP tests: agents of the test-only
+ * `fixture` framework (loaded by the app in tests through EXTRA_PLUGIN_DIRS,
+ * see bin/test.ts), waiting for their containers, and cleaning up so no
+ * agent process outlives its test.
+ */
+import app from '@adonisjs/core/services/app'
+import type { ApiClient } from '@japa/api-client'
+import Agent from '#agents/models/agent'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
+import { decryptSecrets } from '#agents/services/config_secrets'
+import type { RuntimeService } from '#runtime/runtime_service'
+import { jwtFor } from '#tests/helpers/identity'
+import { waitFor } from '#tests/helpers/runtime'
+
+export function runtime(): Promise<RuntimeService> {
+  return app.container.make('runtime')
+}
+
+/** POST /agents with the fixture framework; returns the answer's data (201 asserted). */
+export async function createFixtureAgent(
+  client: ApiClient,
+  user: { id: string },
+  body: Record<string, unknown> = {}
+) {
+  const response = await client
+    .post('/agents')
+    .bearerToken(jwtFor(user))
+    .json({ name: 'Fixture Agent', framework: 'fixture', ...body })
+  response.assertStatus(201)
+  return response.body().data as { id: string; slug: string; [field: string]: unknown }
+}
+
+/** Waits until the agent's container answers its readiness path. */
+export async function waitUntilServing(agentId: string, timeoutMs = 20_000) {
+  const service = await runtime()
+  await waitFor('the agent container to run', () => service.isRunning(agentId), timeoutMs)
+  await service.waitUntilReady(agentId, { timeoutMs })
+}
+
+/** Stops and deletes every agent of these users (containers and folders included). */
+export async function removeAgentsOf(...users: { id: string }[]) {
+  await agentLifecycle.settled()
+  for (const user of users) {
+    const agents = await Agent.query().where('user_id', user.id)
+    for (const agent of agents) {
+      await agentLifecycle.remove(agent.id)
+      await agent.delete()
+    }
+  }
+}
+
+/** How many agents the user has now (any status). */
+export async function agentCountOf(user: { id: string }): Promise<number> {
+  const agents = await Agent.query().where('user_id', user.id)
+  return agents.length
+}
+
+/** The HTTP status of a request (for one-line assertions). */
+export async function statusOf(request: PromiseLike<{ status(): number }>): Promise<number> {
+  const response = await request
+  return response.status()
+}
+
+/** The agent's config as stored, decrypted. */
+export async function storedConfigOf(agentId: string): Promise<Record<string, unknown>> {
+  const agent = await Agent.findOrFail(agentId)
+  return decryptSecrets(agent.config)
+}
