@@ -1,0 +1,115 @@
+import type { HttpContext } from '@adonisjs/core/http'
+import logger from '@adonisjs/core/services/logger'
+import { modelProxyConfig } from '#config/model_proxy'
+import { AuthRequiredException, ValidationException } from '#core/exceptions/api_exceptions'
+import { mapError } from '#core/http/error_envelope'
+import { agentForProxyToken } from '#agents/services/agent_tokens'
+import { bearerFromHeader } from '#identity/services/token_authenticator'
+import { hostedCompletion, openHostedStream } from '#chat/services/model_proxy'
+import { localDevModelEntry } from '#chat/services/local_dev_model'
+import { upstreamRequest } from '#chat/services/upstream_http'
+import { SseStream, abortOnDisconnect } from '#chat/services/sse_stream'
+import { writeRawJson } from '#chat/services/raw_json'
+
+async function proxyAgent(ctx: HttpContext) {
+  const token = bearerFromHeader(ctx.request.header('authorization'))
+  const agent = token ? await agentForProxyToken(token) : null
+  if (!agent) {
+    throw new AuthRequiredException(
+      'The model proxy needs the agent\'s proxy token: "Authorization: Bearer apx_..."'
+    )
+  }
+  return agent
+}
+
+function completionBody(ctx: HttpContext): Record<string, any> {
+  const body = ctx.request.body()
+  if (!Array.isArray(body?.messages) || body.messages.length === 0) {
+    throw new ValidationException('"messages" must be a non-empty array')
+  }
+  if (body.model !== undefined && typeof body.model !== 'string') {
+    throw new ValidationException('"model" must be a string')
+  }
+  return body
+}
+
+/**
+ * The OpenAI-compatible model proxy agents' containers call (and any
+ * OpenAI client with an agent's proxy token). Answers are OpenAI's own
+ * format, not the service envelope; errors use the envelope.
+ */
+export default class ModelProxyController {
+  /**
+   * @completions
+   * @summary Model proxy: chat completions (OpenAI-compatible)
+   * @description Authenticated by the agent's proxy token (`Bearer apx_...`), never a user's credential. Forwarded to MODEL_API_URL (or answered by the built-in `local-dev` model); the agent owner's AI Credits pay by tokens used (402 INSUFFICIENT_CREDITS before the upstream is called when the balance cannot cover the request). `stream: true` answers OpenAI chunks as SSE.
+   * @requestBody {"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}]}
+   * @responseBody 200 - {"id":"chatcmpl-1","object":"chat.completion","created":1735689600,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hi!"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}
+   */
+  async completions(ctx: HttpContext) {
+    const agent = await proxyAgent(ctx)
+    const body = completionBody(ctx)
+    const abort = abortOnDisconnect(ctx)
+    const options = {
+      payerId: agent.userId,
+      agentId: agent.id,
+      source: 'proxy',
+      signal: abort.signal,
+    }
+    if (body.stream !== true) {
+      const { json } = await hostedCompletion(body, options)
+      writeRawJson(ctx, 200, json)
+      return
+    }
+
+    const wantsUsage = body.stream_options?.include_usage === true
+    const stream = await openHostedStream(body, options)
+    const sse = new SseStream(ctx)
+    try {
+      sse.open()
+      for await (const chunk of stream.chunks()) {
+        if (chunk.usageOnly && !wantsUsage) continue
+        sse.sendData(chunk.data)
+      }
+      sse.done()
+    } catch (error) {
+      if (abort.signal.aborted || sse.closed) return
+      const mapped = mapError(error)
+      if (mapped.unexpected)
+        logger.error({ err: error, agentId: agent.id }, 'model proxy stream failed')
+      sse.send({ error: { message: mapped.body.error, code: mapped.body.code } })
+      sse.done()
+    } finally {
+      await stream.close()
+    }
+  }
+
+  /**
+   * @models
+   * @summary Model proxy: models (OpenAI-compatible)
+   * @description The upstream's models plus the built-in `local-dev`; only `local-dev` without MODEL_API_URL.
+   * @responseBody 200 - {"object":"list","data":[{"id":"local-dev","object":"model","created":0,"owned_by":"agent-host"}]}
+   */
+  async models(ctx: HttpContext) {
+    await proxyAgent(ctx)
+    const data: Record<string, unknown>[] = []
+    const { url, apiKey, defaultModel } = modelProxyConfig.upstream
+    if (url) {
+      try {
+        const response = await upstreamRequest(`${url}/models`, {
+          headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+          timeoutMs: 10_000,
+        })
+        const listed = await response.json()
+        if (response.status === 200 && Array.isArray(listed?.data)) data.push(...listed.data)
+      } catch (error) {
+        logger.warn({ err: error }, 'model proxy: the upstream model list is unavailable')
+      }
+      if (data.length === 0 && defaultModel) {
+        data.push({ id: defaultModel, object: 'model', created: 0, owned_by: 'upstream' })
+      }
+    }
+    data.push(localDevModelEntry())
+    writeRawJson(ctx, 200, { object: 'list', data })
+  }
+}

@@ -1,0 +1,242 @@
+import type { IncomingMessage, Server } from 'node:http'
+import type { Duplex } from 'node:stream'
+import logger from '@adonisjs/core/services/logger'
+import { WebSocketServer, type WebSocket } from 'ws'
+import { chatConfig } from '#config/chat'
+import { ApiException } from '#core/exceptions/api_exceptions'
+import { mapError } from '#core/http/error_envelope'
+import Agent from '#agents/models/agent'
+import { isUuid } from '#agents/services/agent_access'
+import {
+  authenticateBearer,
+  bearerFromHeader,
+  type AuthenticatedIdentity,
+} from '#identity/services/token_authenticator'
+import quotaService from '#identity/services/quota_service'
+import { ChatAbortedError, chatWithAgent } from '#chat/services/chat_service'
+
+/**
+ * WebSocket chat at `{ws_base_url}/agents/:id/ws`, on the service's own
+ * HTTP server (the `upgrade` event; other paths get a 404 and are closed
+ * when nothing else handles upgrades).
+ *
+ * Credential: `Authorization: Bearer <API key | JWT>`, or for browsers the
+ * subprotocol `bearer.<token>` (echoed back as the accepted protocol).
+ * The socket opens either way so the client can read the close code:
+ * 4401 bad or missing credential, 4404 unknown agent, 4403 someone else's
+ * agent (CONTRACT.md).
+ *
+ * Messages: `{ type: 'chat', payload: { message } }` ->
+ * `{ type: 'chat_response', payload: { content } }`; `{ type: 'ping' }` ->
+ * `{ type: 'pong' }`. Any failure is `{ type: 'error', payload: { code,
+ * message } }` and the socket stays open (bad JSON, unknown type,
+ * validation, 422, 402, 429 for the daily quota, which each chat message
+ * counts against when an API key is used). Messages of one socket are
+ * answered in order. The server pings every 30 s and drops a socket that
+ * did not answer the previous ping.
+ */
+export const WS_CLOSE = { badCredential: 4401, forbidden: 4403, unknownAgent: 4404 } as const
+
+const PATH = /^\/agents\/([^/?#]+)\/ws\/?(?:\?.*)?$/
+const BEARER_PROTOCOL = 'bearer.'
+
+interface SocketState {
+  alive: boolean
+  identity: AuthenticatedIdentity
+  agentId: string
+  queue: Promise<void>
+  abort: AbortController
+}
+
+function send(ws: WebSocket, message: unknown) {
+  if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(message))
+}
+
+function sendError(ws: WebSocket, code: string, message: string) {
+  send(ws, { type: 'error', payload: { code, message } })
+}
+
+function protocolToken(req: IncomingMessage): string | null {
+  const header = req.headers['sec-websocket-protocol']
+  if (!header) return null
+  for (const protocol of header.split(',')) {
+    const value = protocol.trim()
+    if (value.startsWith(BEARER_PROTOCOL) && value.length > BEARER_PROTOCOL.length) {
+      return value.slice(BEARER_PROTOCOL.length)
+    }
+  }
+  return null
+}
+
+type Admission =
+  | { ok: true; identity: AuthenticatedIdentity; agentId: string }
+  | { ok: false; code: number; reason: string }
+
+async function admit(req: IncomingMessage, agentParam: string): Promise<Admission> {
+  const token = bearerFromHeader(req.headers.authorization) ?? protocolToken(req)
+  let identity: AuthenticatedIdentity
+  try {
+    identity = await authenticateBearer(token, { allow: ['api_key', 'jwt'] })
+  } catch (error) {
+    if (!(error instanceof ApiException)) throw error
+    return { ok: false, code: WS_CLOSE.badCredential, reason: error.message }
+  }
+  const id = decodeURIComponent(agentParam)
+  const agent = isUuid(id)
+    ? await Agent.query().where('id', id.toLowerCase()).select('id', 'user_id').first()
+    : null
+  if (!agent) return { ok: false, code: WS_CLOSE.unknownAgent, reason: 'Agent not found' }
+  if (agent.userId !== identity.user.id) {
+    return { ok: false, code: WS_CLOSE.forbidden, reason: 'This agent belongs to another account' }
+  }
+  return { ok: true, identity, agentId: agent.id }
+}
+
+export class ChatSocketServer {
+  readonly wss = new WebSocketServer({
+    noServer: true,
+    perMessageDeflate: false,
+    maxPayload: chatConfig.websocket.maxPayloadBytes,
+    handleProtocols: (protocols) => {
+      for (const protocol of protocols) if (protocol.startsWith(BEARER_PROTOCOL)) return protocol
+      return false
+    },
+  })
+  readonly #servers = new WeakSet<Server>()
+  readonly #states = new WeakMap<WebSocket, SocketState>()
+  #pinger?: NodeJS.Timeout
+
+  attach(server: Server): void {
+    if (this.#servers.has(server)) return
+    this.#servers.add(server)
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.#upgrade(server, req, socket, head)
+    )
+    this.#startPinging()
+  }
+
+  /** Open sockets (for tests and the benchmark). */
+  get size(): number {
+    return this.wss.clients.size
+  }
+
+  close(): void {
+    clearInterval(this.#pinger)
+    this.#pinger = undefined
+    for (const ws of this.wss.clients) ws.terminate()
+  }
+
+  #startPinging() {
+    if (this.#pinger) return
+    this.#pinger = setInterval(() => {
+      for (const ws of this.wss.clients) {
+        const state = this.#states.get(ws)
+        if (!state) continue
+        if (!state.alive) {
+          ws.terminate()
+          continue
+        }
+        state.alive = false
+        ws.ping()
+      }
+    }, chatConfig.websocket.pingIntervalMs)
+    this.#pinger.unref()
+  }
+
+  #upgrade(server: Server, req: IncomingMessage, socket: Duplex, head: Buffer) {
+    const match = PATH.exec(req.url ?? '')
+    if (!match) {
+      // Other upgrade handlers (if any) own other paths.
+      if (server.listenerCount('upgrade') <= 1) {
+        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n')
+      }
+      return
+    }
+    socket.on('error', () => {})
+    admit(req, match[1]).then(
+      (admission) => this.#open(req, socket, head, admission),
+      (error) => {
+        logger.error({ err: error }, 'chat websocket: upgrade failed')
+        socket.destroy()
+      }
+    )
+  }
+
+  #open(req: IncomingMessage, socket: Duplex, head: Buffer, admission: Admission) {
+    if (socket.destroyed) return
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      if (!admission.ok) {
+        ws.close(admission.code, admission.reason.slice(0, 120))
+        return
+      }
+      const state: SocketState = {
+        alive: true,
+        identity: admission.identity,
+        agentId: admission.agentId,
+        queue: Promise.resolve(),
+        abort: new AbortController(),
+      }
+      this.#states.set(ws, state)
+      ws.on('pong', () => {
+        state.alive = true
+      })
+      ws.on('message', (data, isBinary) => {
+        state.alive = true
+        state.queue = state.queue.then(() => this.#handle(ws, state, data, isBinary))
+      })
+      ws.on('close', () => state.abort.abort(new Error('socket closed')))
+      ws.on('error', () => {})
+    })
+  }
+
+  async #handle(ws: WebSocket, state: SocketState, data: unknown, isBinary: boolean) {
+    if (ws.readyState !== ws.OPEN) return
+    let message: any
+    try {
+      message = JSON.parse(isBinary ? Buffer.from(data as Buffer).toString('utf8') : String(data))
+    } catch {
+      return sendError(ws, 'VALIDATION_ERROR', 'Messages must be JSON objects')
+    }
+    const type = message?.type
+    if (type === 'ping') return send(ws, { type: 'pong' })
+    if (type !== 'chat') {
+      return sendError(
+        ws,
+        'VALIDATION_ERROR',
+        `Unknown message type ${JSON.stringify(type ?? null)}; expected "chat"`
+      )
+    }
+    try {
+      const user = state.identity.user
+      if (state.identity.via === 'api_key') {
+        const quota = await quotaService.consume(user)
+        if (!quota.allowed) {
+          return sendError(
+            ws,
+            'RATE_LIMIT_EXCEEDED',
+            `Daily request limit of ${quota.limit} reached; it resets at ${quota.resetAt.toISOString()}`
+          )
+        }
+      }
+      const agent = await Agent.find(state.agentId)
+      if (!agent || agent.userId !== user.id) {
+        sendError(ws, 'NOT_FOUND', 'Agent not found')
+        ws.close(WS_CLOSE.unknownAgent, 'Agent not found')
+        return
+      }
+      const answer = await chatWithAgent(agent, message.payload ?? {}, {
+        source: 'websocket',
+        signal: state.abort.signal,
+      })
+      send(ws, { type: 'chat_response', payload: { content: answer.content } })
+    } catch (error) {
+      if (error instanceof ChatAbortedError) return
+      const mapped = mapError(error)
+      if (mapped.unexpected) logger.error({ err: error }, 'chat websocket: message failed')
+      sendError(ws, mapped.body.code, mapped.body.error)
+    }
+  }
+}
+
+/** The one WebSocket server of this process (attached by the chat provider). */
+export const chatSocketServer = new ChatSocketServer()

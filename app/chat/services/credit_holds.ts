@@ -1,0 +1,136 @@
+import { randomUUID } from 'node:crypto'
+import db from '@adonisjs/lucid/services/db'
+import logger from '@adonisjs/core/services/logger'
+import { modelProxyConfig } from '#config/model_proxy'
+import creditLedger from '#credits/services/credit_ledger'
+import { InsufficientCreditsException } from '#core/exceptions/api_exceptions'
+import { authCache } from '#identity/services/auth_cache'
+import type { TokenUsage } from '#chat/services/metering'
+
+/**
+ * Credit holds for hosted model requests (see the chat_credit_holds
+ * migration). `reserve` takes the estimated cost from the balance with a
+ * guarded UPDATE (one statement: concurrent requests can never take the
+ * balance below zero, and a balance of 0 refuses even a free request, as
+ * CONTRACT.md says); `settle` returns the hold and debits the real cost
+ * through the ledger in one transaction, so every hosted request leaves
+ * exactly one `llm` ledger entry.
+ */
+export interface CreditHold {
+  id: string
+  userId: string
+  credits: number
+}
+
+export interface Charge {
+  provider: string
+  model: string
+  usage: TokenUsage
+  credits: number
+  metadata?: Record<string, unknown>
+}
+
+export async function reserveCredits(userId: string, credits: number): Promise<CreditHold> {
+  const id = randomUUID()
+  const result = await db.rawQuery(
+    `with taken as (
+       update users set ai_credits_balance = ai_credits_balance - :credits
+        where id = :userId and ai_credits_balance >= greatest(:credits, 1)
+        returning id)
+     insert into chat_credit_holds (id, user_id, credits, created_at, expires_at)
+     select :id, id, :credits, now(), now() + (:ttl || ' milliseconds')::interval from taken
+     returning id`,
+    { id, userId, credits, ttl: String(modelProxyConfig.holdTtlMs) }
+  )
+  if (result.rows.length === 0) throw new InsufficientCreditsException()
+  if (credits > 0) authCache.forgetUser(userId)
+  return { id, userId, credits }
+}
+
+/**
+ * Returns the hold and debits `charge.credits` (at most what the balance
+ * then holds: a reply longer than its hold never takes the balance below
+ * zero; the shortfall is noted in the entry's metadata). Returns the
+ * credits actually debited.
+ */
+export async function settleHold(hold: CreditHold, charge: Charge): Promise<number> {
+  const debited = await db.transaction(async (trx) => {
+    const released = await trx.rawQuery(
+      'delete from chat_credit_holds where id = ? returning credits',
+      [hold.id]
+    )
+    const held: number = released.rows[0]?.credits ?? 0
+    const balanceRow =
+      held > 0
+        ? await trx.rawQuery(
+            'update users set ai_credits_balance = ai_credits_balance + ? where id = ? returning ai_credits_balance',
+            [held, hold.userId]
+          )
+        : await trx.rawQuery('select ai_credits_balance from users where id = ? for update', [
+            hold.userId,
+          ])
+    if (balanceRow.rows.length === 0) return 0
+    const balance: number = balanceRow.rows[0].ai_credits_balance
+    const credits = Math.min(charge.credits, balance)
+    const shortfall = charge.credits - credits
+    await creditLedger.debit(hold.userId, credits, {
+      kind: 'llm',
+      provider: charge.provider,
+      model: charge.model,
+      inputTokens: charge.usage.inputTokens,
+      outputTokens: charge.usage.outputTokens,
+      metadata:
+        shortfall > 0 ? { ...charge.metadata, uncoveredCredits: shortfall } : charge.metadata,
+      trx,
+    })
+    return credits
+  })
+  return debited
+}
+
+/** Returns a hold without charging (the request never reached the model). */
+export async function releaseHold(hold: CreditHold): Promise<void> {
+  await db.transaction(async (trx) => {
+    const released = await trx.rawQuery(
+      'delete from chat_credit_holds where id = ? returning credits',
+      [hold.id]
+    )
+    const held: number = released.rows[0]?.credits ?? 0
+    if (held > 0) {
+      await trx.rawQuery(
+        'update users set ai_credits_balance = ai_credits_balance + ? where id = ?',
+        [held, hold.userId]
+      )
+      authCache.forgetUser(hold.userId, trx)
+    }
+  })
+}
+
+/** Job: returns holds whose request never settled (the instance died mid-request). */
+export async function releaseExpiredHolds(now = new Date()): Promise<number> {
+  let total = 0
+  for (;;) {
+    const batch = await db.transaction(async (trx) => {
+      const rows = await trx.rawQuery(
+        `delete from chat_credit_holds where id in (
+           select id from chat_credit_holds where expires_at < ? order by expires_at limit 500
+           for update skip locked)
+         returning user_id, credits`,
+        [now]
+      )
+      for (const row of rows.rows as { user_id: string; credits: number }[]) {
+        if (row.credits <= 0) continue
+        await trx.rawQuery(
+          'update users set ai_credits_balance = ai_credits_balance + ? where id = ?',
+          [row.credits, row.user_id]
+        )
+        authCache.forgetUser(row.user_id, trx)
+      }
+      return rows.rows.length as number
+    })
+    total += batch
+    if (batch < 500) break
+  }
+  if (total > 0) logger.warn({ holds: total }, 'chat: returned credit holds of unsettled requests')
+  return total
+}

@@ -1,0 +1,162 @@
+import { randomUUID } from 'node:crypto'
+import db from '@adonisjs/lucid/services/db'
+import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
+import { chatConfig } from '#config/chat'
+
+/**
+ * Stored conversations (table chat_messages) and the per-day message
+ * counters (chat_daily_counts). Each processed exchange is one
+ * transaction: the agent's `message_count` / `last_active_at`, today's
+ * counter, both messages, and the trim to the newest
+ * `storedMessagesKept` messages of that agent. A periodic job removes
+ * messages older than `storedMessagesDays`.
+ *
+ * Counting: one processed message = one user message answered. The same
+ * number feeds `messageCount`, `messagesProcessed` and analytics; clearing
+ * or replacing the stored history does not change it.
+ */
+export interface StoredTurn {
+  role: 'user' | 'assistant'
+  content: string
+}
+
+export interface StoredMessageView extends StoredTurn {
+  /** Unix milliseconds. */
+  ts: number
+}
+
+function windowStart(now = new Date()): Date {
+  return new Date(now.getTime() - chatConfig.storedMessagesDays * 24 * 60 * 60_000)
+}
+
+export function utcDay(at: Date): string {
+  return at.toISOString().slice(0, 10)
+}
+
+/** The agent's newest stored turns (within the window), oldest first. */
+export async function recentTurns(agentId: string, limit: number): Promise<StoredTurn[]> {
+  const result = await db.rawQuery(
+    `select role, content from chat_messages
+      where agent_id = ? and created_at >= ?
+      order by created_at desc, seq desc limit ?`,
+    [agentId, windowStart(), limit]
+  )
+  return (result.rows as StoredTurn[]).reverse()
+}
+
+async function trimAgent(trx: TransactionClientContract, agentId: string) {
+  await trx.rawQuery(
+    `delete from chat_messages where agent_id = :agentId and (created_at, seq) < (
+       select created_at, seq from chat_messages where agent_id = :agentId
+        order by created_at desc, seq desc offset :offset limit 1)`,
+    { agentId, offset: chatConfig.storedMessagesKept - 1 }
+  )
+}
+
+/**
+ * Stores one answered exchange and counts it. Returns false when the
+ * agent no longer exists (deleted while the model answered).
+ */
+export async function recordExchange(
+  agentId: string,
+  user: { content: string; at: Date },
+  assistant: { content: string; at: Date }
+): Promise<boolean> {
+  return db.transaction(async (trx) => {
+    // First: the agent row lock orders concurrent exchanges of one agent.
+    const updated = await trx.rawQuery(
+      `update agents set message_count = message_count + 1,
+              last_active_at = greatest(coalesce(last_active_at, :at), :at)
+        where id = :agentId returning id`,
+      { agentId, at: assistant.at }
+    )
+    if (updated.rows.length === 0) return false
+    await trx.rawQuery(
+      `insert into chat_daily_counts (agent_id, day, messages) values (?, ?, 1)
+       on conflict (agent_id, day) do update set messages = chat_daily_counts.messages + 1`,
+      [agentId, utcDay(user.at)]
+    )
+    await trx.rawQuery(
+      `insert into chat_messages (id, agent_id, role, content, created_at)
+       values (?, ?, 'user', ?, ?), (?, ?, 'assistant', ?, ?)`,
+      [
+        randomUUID(),
+        agentId,
+        user.content,
+        user.at,
+        randomUUID(),
+        agentId,
+        assistant.content,
+        assistant.at,
+      ]
+    )
+    await trimAgent(trx, agentId)
+    return true
+  })
+}
+
+/** GET /agents/:id/chat/history: the stored conversation, oldest first. */
+export async function historyOf(agentId: string): Promise<StoredMessageView[]> {
+  const result = await db.rawQuery(
+    `select role, content, created_at from chat_messages
+      where agent_id = ? and created_at >= ?
+      order by created_at desc, seq desc limit ?`,
+    [agentId, windowStart(), chatConfig.storedMessagesKept]
+  )
+  return (result.rows as { role: StoredTurn['role']; content: string; created_at: Date }[])
+    .reverse()
+    .map((row) => ({ role: row.role, content: row.content, ts: row.created_at.getTime() }))
+}
+
+/** POST /agents/:id/chat/history: the given turns become the whole stored history. */
+export async function replaceHistory(agentId: string, turns: StoredTurn[]): Promise<number> {
+  const kept = turns.slice(-chatConfig.storedMessagesKept)
+  await db.transaction(async (trx) => {
+    await trx.rawQuery('delete from chat_messages where agent_id = ?', [agentId])
+    if (kept.length === 0) return
+    const now = new Date()
+    await trx.table('chat_messages').multiInsert(
+      kept.map((turn) => ({
+        id: randomUUID(),
+        agent_id: agentId,
+        role: turn.role,
+        content: turn.content,
+        created_at: now,
+      }))
+    )
+  })
+  return kept.length
+}
+
+/** DELETE /agents/:id/chat/history. */
+export async function clearHistory(agentId: string): Promise<void> {
+  await db.rawQuery('delete from chat_messages where agent_id = ?', [agentId])
+}
+
+/**
+ * Job: removes messages older than the window (in batches), and trims the
+ * agents active in the last two days to the newest `storedMessagesKept`
+ * (the insert path trims too; this catches anything that slipped by).
+ */
+export async function pruneStoredMessages(now = new Date()): Promise<number> {
+  let removed = 0
+  const cutoff = windowStart(now)
+  for (;;) {
+    const result = await db.rawQuery(
+      `delete from chat_messages where id in (
+         select id from chat_messages where created_at < ? limit 5000)`,
+      [cutoff]
+    )
+    removed += result.rowCount ?? 0
+    if ((result.rowCount ?? 0) < 5000) break
+  }
+  const since = utcDay(new Date(now.getTime() - 24 * 60 * 60_000))
+  const active = await db.rawQuery(
+    'select distinct agent_id from chat_daily_counts where day >= ?',
+    [since]
+  )
+  for (const { agent_id: agentId } of active.rows as { agent_id: string }[]) {
+    await db.transaction((trx) => trimAgent(trx, agentId))
+  }
+  return removed
+}

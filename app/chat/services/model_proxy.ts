@@ -1,0 +1,326 @@
+import { LOCAL_DEV_MODEL, modelProxyConfig } from '#config/model_proxy'
+import { ServiceUnavailableException, ValidationException } from '#core/exceptions/api_exceptions'
+import {
+  releaseHold,
+  reserveCredits,
+  settleHold,
+  type CreditHold,
+} from '#chat/services/credit_holds'
+import { localDevChunks, localDevCompletion } from '#chat/services/local_dev_model'
+import {
+  creditsFor,
+  estimateTokens,
+  openAiUsage,
+  promptTokensUpperBound,
+  type TokenUsage,
+} from '#chat/services/metering'
+import { sseEvents, upstreamRequest, type UpstreamResponse } from '#chat/services/upstream_http'
+import type { ModelReply } from '#chat/services/types'
+
+/**
+ * The hosted model path, metered in AI Credits: the `/v1/chat/completions`
+ * route (containers' model calls) and the chat service's hosted fallback
+ * both come here. Each request: resolve the model -> hold its estimated
+ * cost (402 INSUFFICIENT_CREDITS before the upstream is called) -> forward
+ * to MODEL_API_URL (or answer with the built-in `local-dev` model) -> read
+ * the usage -> settle: return the hold, debit the real cost in one ledger
+ * entry (`kind: 'llm'`).
+ */
+export interface HostedOptions {
+  /** Whose credits pay (the agent's owner, or the test-chat user). */
+  payerId: string
+  agentId?: string | null
+  source: string
+  signal?: AbortSignal
+}
+
+/** The upstream sent an error inside a stream, or a stream broke off. */
+export class UpstreamStreamError extends ServiceUnavailableException {}
+
+/** The model a request is answered by (`local-dev` without an upstream). */
+export function resolveHostedModel(requested: unknown): { model: string; local: boolean } {
+  const upstream = modelProxyConfig.upstream
+  if (!upstream.url) return { model: LOCAL_DEV_MODEL, local: true }
+  const named = typeof requested === 'string' && requested.trim() ? requested.trim() : null
+  if (named === LOCAL_DEV_MODEL) return { model: LOCAL_DEV_MODEL, local: true }
+  const model = named ?? upstream.defaultModel
+  if (!model) {
+    throw new ValidationException('No model named: send "model" (MODEL_NAME is not set)')
+  }
+  return { model, local: false }
+}
+
+const KNOWN_PROVIDERS: [RegExp, string][] = [
+  [/(^|\.)openai\.com$/, 'openai'],
+  [/(^|\.)openrouter\.ai$/, 'openrouter'],
+  [/(^|\.)anthropic\.com$/, 'anthropic'],
+  [/(^|\.)groq\.com$/, 'groq'],
+  [/(^|\.)together\.(ai|xyz)$/, 'together'],
+  [/(^|\.)mistral\.ai$/, 'mistral'],
+]
+
+let providerCache: { url: string; name: string } | undefined
+
+/** The usage-history `provider` of hosted calls: a known vendor's name, else the upstream's host. */
+export function hostedProviderName(local: boolean): string {
+  if (local) return LOCAL_DEV_MODEL
+  const url = modelProxyConfig.upstream.url ?? ''
+  if (providerCache?.url === url) return providerCache.name
+  let host = 'hosted'
+  try {
+    host = new URL(url).hostname
+  } catch {}
+  const name = KNOWN_PROVIDERS.find(([pattern]) => pattern.test(host))?.[1] ?? host
+  providerCache = { url, name }
+  return name
+}
+
+function maxOutputTokens(body: Record<string, any>): number {
+  const asked = Number(body.max_completion_tokens ?? body.max_tokens)
+  return Number.isSafeInteger(asked) && asked > 0 ? asked : modelProxyConfig.reserveOutputTokens
+}
+
+function estimatedCost(model: string, body: Record<string, any>): number {
+  return creditsFor(model, {
+    inputTokens: promptTokensUpperBound(body.messages),
+    outputTokens: maxOutputTokens(body),
+  })
+}
+
+function upstreamErrorMessage(body: any, raw: string): string {
+  const message = body?.error?.message ?? body?.message ?? body?.error ?? raw
+  return (typeof message === 'string' ? message : JSON.stringify(message)).slice(0, 300)
+}
+
+/** Calls MODEL_API_URL/chat/completions; non-2xx answers become API errors. */
+async function callUpstream(body: Record<string, any>, signal?: AbortSignal) {
+  const { url, apiKey } = modelProxyConfig.upstream
+  let response: UpstreamResponse
+  try {
+    response = await upstreamRequest(`${url}/chat/completions`, {
+      body,
+      headers: {
+        ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
+        accept: body.stream ? 'text/event-stream' : 'application/json',
+      },
+      signal,
+      timeoutMs: modelProxyConfig.timeoutMs,
+    })
+  } catch (error) {
+    if (signal?.aborted) throw error
+    throw new ServiceUnavailableException(
+      `The model provider is unavailable: ${(error as Error).message}`,
+      { cause: error }
+    )
+  }
+  if (response.status >= 200 && response.status < 300) return response
+  const raw = await response.text().catch(() => '')
+  let parsed: any
+  try {
+    parsed = JSON.parse(raw)
+  } catch {}
+  const message = upstreamErrorMessage(parsed, raw)
+  if ([400, 404, 413, 422].includes(response.status)) {
+    throw new ValidationException(`The model provider refused the request: ${message}`)
+  }
+  throw new ServiceUnavailableException(
+    `The model provider answered ${response.status}: ${message}`
+  )
+}
+
+function estimatedUsage(body: Record<string, any>, content: string): TokenUsage {
+  return {
+    inputTokens: estimateTokens(JSON.stringify(body.messages ?? [])),
+    outputTokens: estimateTokens(content),
+  }
+}
+
+async function settle(
+  hold: CreditHold,
+  options: HostedOptions,
+  local: boolean,
+  model: string,
+  usage: TokenUsage,
+  extra: Record<string, unknown> = {}
+): Promise<number> {
+  return settleHold(hold, {
+    provider: hostedProviderName(local),
+    model,
+    usage,
+    credits: creditsFor(model, usage),
+    metadata: { source: options.source, agentId: options.agentId ?? null, ...extra },
+  })
+}
+
+function contentOf(json: any): string {
+  const content = json?.choices?.[0]?.message?.content
+  return typeof content === 'string' ? content : ''
+}
+
+/** A whole (non-streamed) hosted completion: the upstream's answer and what it cost. */
+export async function hostedCompletion(
+  body: Record<string, any>,
+  options: HostedOptions
+): Promise<{ json: any; reply: ModelReply; credits: number }> {
+  const { model, local } = resolveHostedModel(body.model)
+  const hold = await reserveCredits(options.payerId, estimatedCost(model, body))
+  let json: any
+  try {
+    if (local) {
+      json = localDevCompletion(body.messages)
+    } else {
+      const request: Record<string, any> = { ...body, model, stream: false }
+      delete request.stream_options
+      const response = await callUpstream(request, options.signal)
+      json = await response.json().catch((error) => {
+        throw options.signal?.aborted
+          ? error
+          : new ServiceUnavailableException(`The model provider broke off: ${error.message}`)
+      })
+      if (!json || typeof json !== 'object' || !Array.isArray(json.choices)) {
+        throw new ServiceUnavailableException('The model provider answered something unreadable')
+      }
+    }
+  } catch (error) {
+    await releaseHold(hold)
+    throw error
+  }
+  const answered = local ? LOCAL_DEV_MODEL : typeof json.model === 'string' ? json.model : model
+  const content = contentOf(json)
+  const usage = openAiUsage(json) ?? estimatedUsage(body, content)
+  const credits = await settle(hold, options, local, answered, usage)
+  return { json, reply: { content, model: answered, usage }, credits }
+}
+
+export interface HostedChunk {
+  /** The SSE data payload as the upstream sent it. */
+  data: string
+  json: any
+  /** The content delta, when this chunk carries one. */
+  token: string | null
+  /** The usage-only chunk that `stream_options.include_usage` adds (no choices). */
+  usageOnly: boolean
+}
+
+/**
+ * A streamed hosted completion whose credits are held. Iterate `chunks()`;
+ * whatever happens (end, error, the consumer stopping, the signal) the
+ * hold is settled once: with the reported usage, or, when the stream was
+ * cut short, with what was generated until then. Call `close()` in a
+ * `finally` as well, in case `chunks()` is never iterated.
+ */
+export class HostedStream {
+  content = ''
+  model: string
+  usage: TokenUsage | null = null
+  completed = false
+  #settlement?: Promise<number>
+
+  constructor(
+    private readonly hold: CreditHold,
+    private readonly body: Record<string, any>,
+    private readonly options: HostedOptions,
+    private readonly local: boolean,
+    private readonly source: AsyncIterable<string>
+  ) {
+    this.model = body.model
+  }
+
+  async *chunks(): AsyncGenerator<HostedChunk, ModelReply> {
+    try {
+      for await (const data of this.source) {
+        if (data === '[DONE]') {
+          // Read on to the end of the body so the connection can be reused.
+          this.completed = true
+          continue
+        }
+        if (this.completed) continue
+        let json: any
+        try {
+          json = JSON.parse(data)
+        } catch {
+          continue
+        }
+        if (json?.error) {
+          throw new UpstreamStreamError(
+            `The model provider failed: ${upstreamErrorMessage(json, data)}`
+          )
+        }
+        if (typeof json?.model === 'string' && !this.local) this.model = json.model
+        this.usage = openAiUsage(json) ?? this.usage
+        const delta = json?.choices?.[0]?.delta?.content
+        const token = typeof delta === 'string' && delta.length > 0 ? delta : null
+        if (token) this.content += token
+        yield {
+          data,
+          json,
+          token,
+          usageOnly: Array.isArray(json?.choices) && json.choices.length === 0,
+        }
+      }
+      if (!this.completed && !this.options.signal?.aborted) {
+        throw new UpstreamStreamError('The model provider ended the stream early')
+      }
+    } catch (error) {
+      if (this.options.signal?.aborted || error instanceof UpstreamStreamError) throw error
+      throw new UpstreamStreamError(`The model provider broke off: ${(error as Error).message}`)
+    } finally {
+      await this.close()
+    }
+    return { content: this.content, model: this.model, usage: this.usage }
+  }
+
+  /** Settles the hold (once): the reported usage, else what was generated so far. */
+  close(): Promise<number> {
+    this.#settlement ??= settle(
+      this.hold,
+      this.options,
+      this.local,
+      this.model,
+      this.usage ?? estimatedUsage(this.body, this.content),
+      this.completed ? {} : { cutShort: true }
+    )
+    return this.#settlement
+  }
+}
+
+async function* upstreamData(response: UpstreamResponse): AsyncGenerator<string> {
+  for await (const event of sseEvents(response.body)) yield event.data
+}
+
+async function* localData(messages: unknown): AsyncGenerator<string> {
+  for (const chunk of localDevChunks(messages)) yield JSON.stringify(chunk)
+  yield '[DONE]'
+}
+
+/**
+ * Holds the credits and opens the upstream stream (402, 400 and 503 are
+ * thrown here, before anything is sent to the client).
+ */
+export async function openHostedStream(
+  body: Record<string, any>,
+  options: HostedOptions
+): Promise<HostedStream> {
+  const { model, local } = resolveHostedModel(body.model)
+  const hold = await reserveCredits(options.payerId, estimatedCost(model, body))
+  try {
+    const request = {
+      ...body,
+      model,
+      stream: true,
+      stream_options: { ...body.stream_options, include_usage: true },
+    }
+    let source: AsyncIterable<string>
+    if (local) {
+      source = localData(body.messages)
+    } else {
+      const response = await callUpstream(request, options.signal)
+      response.streaming()
+      source = upstreamData(response)
+    }
+    return new HostedStream(hold, request, options, local, source)
+  } catch (error) {
+    await releaseHold(hold)
+    throw error
+  }
+}

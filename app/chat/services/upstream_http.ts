@@ -1,0 +1,172 @@
+import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
+import https from 'node:https'
+
+/**
+ * A small HTTP client for model providers (the hosted upstream and
+ * customer-key providers): keep-alive connections (fetch adds about a
+ * millisecond per call on this path), an AbortSignal that closes the
+ * connection at once (the provider sees the client go and stops
+ * generating), and a timeout until the answer starts.
+ */
+const keepAlive = {
+  http: new http.Agent({ keepAlive: true, maxSockets: 512 }),
+  https: new https.Agent({ keepAlive: true, maxSockets: 512 }),
+}
+
+/** The provider could not be reached, timed out, or broke the connection. */
+export class UpstreamUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'UpstreamUnavailableError'
+  }
+}
+
+export interface UpstreamResponse {
+  status: number
+  headers: IncomingHttpHeaders
+  /** The body as it arrives (for streams). */
+  body: IncomingMessage
+  /** The whole body as text (the timeout keeps running until it is read). */
+  text(): Promise<string>
+  /** The whole body parsed as JSON; undefined when it is not JSON. */
+  json(): Promise<any>
+  /** The answer started and will be read as a stream: stop the timeout. */
+  streaming(): void
+}
+
+export interface UpstreamRequest {
+  method?: 'GET' | 'POST'
+  headers?: Record<string, string>
+  body?: unknown
+  signal?: AbortSignal
+  /** Longest wait for the status line (and for text()/json(), the whole body). */
+  timeoutMs: number
+}
+
+function abortReason(signal: AbortSignal): Error {
+  const reason = signal.reason
+  return reason instanceof Error ? reason : new Error('aborted')
+}
+
+export function upstreamRequest(url: string, options: UpstreamRequest): Promise<UpstreamResponse> {
+  const target = new URL(url)
+  const client = target.protocol === 'https:' ? https : http
+  const payload = options.body === undefined ? undefined : Buffer.from(JSON.stringify(options.body))
+  const { signal } = options
+
+  return new Promise<UpstreamResponse>((resolve, reject) => {
+    if (signal?.aborted) return reject(abortReason(signal))
+
+    const request = client.request(target, {
+      method: options.method ?? (payload ? 'POST' : 'GET'),
+      agent: target.protocol === 'https:' ? keepAlive.https : keepAlive.http,
+      headers: {
+        ...(payload
+          ? { 'content-type': 'application/json', 'content-length': String(payload.length) }
+          : {}),
+        ...options.headers,
+      },
+    })
+    let settled = false
+    const timer = setTimeout(() => {
+      request.destroy(
+        new UpstreamUnavailableError(`no answer within ${Math.round(options.timeoutMs / 1000)} s`)
+      )
+    }, options.timeoutMs)
+    const onAbort = () => request.destroy(abortReason(signal!))
+    signal?.addEventListener('abort', onAbort, { once: true })
+    const cleanup = () => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+    }
+
+    request.on('error', (error) => {
+      cleanup()
+      if (settled) return
+      settled = true
+      if (signal?.aborted) return reject(abortReason(signal))
+      reject(
+        error instanceof UpstreamUnavailableError
+          ? error
+          : new UpstreamUnavailableError(`unreachable: ${error.message}`, { cause: error })
+      )
+    })
+    request.on('response', (response) => {
+      settled = true
+      // Keep honouring the signal while the body streams.
+      response.on('close', cleanup)
+      let textPromise: Promise<string> | undefined
+      const text = () =>
+        (textPromise ??= new Promise<string>((resolveText, rejectText) => {
+          const chunks: Buffer[] = []
+          response.on('data', (chunk: Buffer) => chunks.push(chunk))
+          response.on('end', () => {
+            cleanup()
+            resolveText(Buffer.concat(chunks).toString('utf8'))
+          })
+          response.on('error', (error) => {
+            cleanup()
+            rejectText(
+              signal?.aborted
+                ? abortReason(signal)
+                : new UpstreamUnavailableError(`answer broke off: ${error.message}`, {
+                    cause: error,
+                  })
+            )
+          })
+        }))
+      resolve({
+        status: response.statusCode ?? 0,
+        headers: response.headers,
+        body: response,
+        text,
+        async json() {
+          const raw = await text()
+          try {
+            return JSON.parse(raw)
+          } catch {
+            return undefined
+          }
+        },
+        streaming() {
+          clearTimeout(timer)
+        },
+      })
+    })
+    request.end(payload)
+  })
+}
+
+export interface SseEvent {
+  /** The `event:` name, when the server sent one (Anthropic does). */
+  event: string | null
+  /** The joined `data:` lines. */
+  data: string
+}
+
+/** Splits an SSE byte stream into events (comments and empty events are skipped). */
+export async function* sseEvents(body: AsyncIterable<Buffer | string>): AsyncGenerator<SseEvent> {
+  let buffer = ''
+  for await (const chunk of body) {
+    buffer += typeof chunk === 'string' ? chunk : chunk.toString('utf8')
+    if (buffer.includes('\r')) buffer = buffer.replace(/\r\n?/g, '\n')
+    let boundary: number
+    while ((boundary = buffer.indexOf('\n\n')) >= 0) {
+      const parsed = parseEvent(buffer.slice(0, boundary))
+      buffer = buffer.slice(boundary + 2)
+      if (parsed) yield parsed
+    }
+  }
+  const rest = parseEvent(buffer)
+  if (rest) yield rest
+}
+
+function parseEvent(block: string): SseEvent | null {
+  let event: string | null = null
+  const data: string[] = []
+  for (const line of block.split('\n')) {
+    if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5))
+    else if (line.startsWith('event:')) event = line.slice(6).trim()
+  }
+  return data.length > 0 ? { event, data: data.join('\n') } : null
+}
