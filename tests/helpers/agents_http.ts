@@ -5,6 +5,10 @@
  * agent process outlives its test.
  */
 import app from '@adonisjs/core/services/app'
+import { storageDir } from '#core/bootstrap/paths'
+import { agentPaths, type AgentPaths } from '#runtime/agent_paths'
+import { gatewayTokenFor } from '#runtime/credentials'
+import { runtimeFolders } from '#runtime/driver_factory'
 import type { ApiClient } from '@japa/api-client'
 import Agent from '#agents/models/agent'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
@@ -66,4 +70,34 @@ export async function statusOf(request: PromiseLike<{ status(): number }>): Prom
 export async function storedConfigOf(agentId: string): Promise<Record<string, unknown>> {
   const agent = await Agent.findOrFail(agentId)
   return decryptSecrets(agent.config)
+}
+
+/** The agent's local folders (process driver, the app's storage). */
+export function foldersOf(agentId: string): AgentPaths {
+  return agentPaths(runtimeFolders(storageDir(app.appRoot)).agentsDir, agentId)
+}
+
+/**
+ * Calls the fixture framework's own HTTP API inside the agent's container
+ * (`/log`, `/burn`, `/crash`), the way the service reaches it.
+ */
+export async function callFixture(agentId: string, path: string): Promise<unknown> {
+  const service = await runtime()
+  const info = await service.status(agentId)
+  if (!info.baseUrl) throw new Error(`agent ${agentId} is not running`)
+  const token = await gatewayTokenFor(foldersOf(agentId).credentialsFile)
+  const response = await fetch(`${info.baseUrl}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+  })
+  return response.json()
+}
+
+/** One chat turn through the agent's own framework (fixture commands: __crash__, __write__, __remember__). */
+export async function chatWithContainer(agentId: string, message: string) {
+  const service = await runtime()
+  return service.chat(agentId, {
+    messages: [{ role: 'user', content: message }],
+    conversationId: `test-${agentId}`,
+  })
 }
