@@ -1,0 +1,369 @@
+import { test } from '@japa/runner'
+import db from '@adonisjs/lucid/services/db'
+import OpenAI from 'openai'
+import { proxyTokenOf } from '#agents/services/agent_tokens'
+import { LOCAL_DEV_NOTICE } from '#chat/services/local_dev_model'
+import { releaseExpiredHolds } from '#chat/services/credit_holds'
+import { createAgentFor } from '#tests/helpers/agents_fixture'
+import { apiKeyFor, createUser, creditsOf, jwtFor } from '#tests/helpers/identity'
+import { baseUrl } from '#tests/helpers/http'
+import { readSse, startModelUpstream, useUpstream } from '#tests/helpers/model_upstream'
+
+/** 1 credit per input token, 2 per output token: costs are easy to check by hand. */
+const METERED = { 'metered-model': { input: 1_000_000, output: 2_000_000 } }
+
+async function proxyAgent(credits: number) {
+  const owner = await createUser({ credits })
+  const agent = await createAgentFor(owner)
+  return { owner, agent, token: proxyTokenOf(agent) }
+}
+
+function completions(token: string, body: unknown) {
+  return fetch(`${baseUrl()}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'authorization': `Bearer ${token}` },
+    body: JSON.stringify(body),
+  })
+}
+
+async function llmEntries(userId: string) {
+  return db.from('credit_ledger').where({ user_id: userId, kind: 'llm' }).orderBy('seq', 'asc')
+}
+
+test.group('Model proxy: built-in local-dev model (no MODEL_API_URL)', () => {
+  test('answers deterministically, names itself local-dev, says it is a development model, costs nothing', async ({
+    assert,
+  }) => {
+    const { owner, token } = await proxyAgent(100)
+    const body = { model: 'gpt-4o', messages: [{ role: 'user', content: 'Ping me back' }] }
+    const first = await completions(token, body)
+    assert.equal(first.status, 200)
+    const json: any = await first.json()
+    assert.notProperty(json, 'success')
+    assert.equal(json.object, 'chat.completion')
+    assert.equal(json.model, 'local-dev')
+    const content: string = json.choices[0].message.content
+    assert.include(content, LOCAL_DEV_NOTICE)
+    assert.include(content.toLowerCase(), 'development model')
+    assert.include(content, 'Ping me back')
+    assert.isAbove(json.usage.prompt_tokens, 0)
+
+    const second: any = await (await completions(token, body)).json()
+    assert.equal(second.choices[0].message.content, content)
+
+    assert.equal(await creditsOf(owner), 100)
+    const entries = await llmEntries(owner.id)
+    assert.lengthOf(entries, 2)
+    assert.deepInclude(entries[0], { credits: 0, model: 'local-dev', provider: 'local-dev' })
+  })
+
+  test('streams local-dev chunks, each named local-dev, ending with [DONE]', async ({ assert }) => {
+    const { token } = await proxyAgent(10)
+    const response = await completions(token, {
+      messages: [{ role: 'user', content: 'Stream please' }],
+      stream: true,
+    })
+    assert.equal(response.status, 200)
+    assert.match(response.headers.get('content-type')!, /^text\/event-stream/)
+    const { events } = await readSse(response)
+    assert.equal(events.at(-1), '[DONE]')
+    const chunks = events.slice(0, -1).map((event) => JSON.parse(event))
+    assert.isTrue(chunks.every((chunk) => chunk.model === 'local-dev'))
+    // The usage chunk is only sent to clients that asked for it.
+    assert.isTrue(chunks.every((chunk) => chunk.choices.length > 0))
+    const text = chunks.map((chunk) => chunk.choices[0].delta.content ?? '').join('')
+    assert.include(text, LOCAL_DEV_NOTICE)
+  })
+
+  test('GET /v1/models lists local-dev', async ({ assert }) => {
+    const { token } = await proxyAgent(1)
+    const response = await fetch(`${baseUrl()}/v1/models`, {
+      headers: { authorization: `Bearer ${token}` },
+    })
+    assert.equal(response.status, 200)
+    const json: any = await response.json()
+    assert.equal(json.object, 'list')
+    assert.deepEqual(
+      json.data.map((model: any) => model.id),
+      ['local-dev']
+    )
+  })
+
+  test('only a proxy token is accepted: missing, unknown, API key and JWT get 401', async ({
+    assert,
+  }) => {
+    const { owner } = await proxyAgent(10)
+    const body = { messages: [{ role: 'user', content: 'hi' }] }
+    const noToken = await fetch(`${baseUrl()}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    })
+    assert.equal(noToken.status, 401)
+    assert.deepInclude(await noToken.json(), { success: false, code: 'AUTH_REQUIRED' })
+    for (const token of ['apx_unknown-token', await apiKeyFor(owner), jwtFor(owner)]) {
+      const response = await completions(token, body)
+      assert.equal(response.status, 401)
+    }
+    const models = await fetch(`${baseUrl()}/v1/models`)
+    assert.equal(models.status, 401)
+  })
+
+  test('a body without messages is a 400', async ({ assert }) => {
+    const { token } = await proxyAgent(10)
+    const response = await completions(token, { model: 'x' })
+    assert.equal(response.status, 400)
+    assert.deepInclude(await response.json(), { code: 'VALIDATION_ERROR' })
+  })
+})
+
+test.group('Model proxy: forwarding to MODEL_API_URL and metering', (group) => {
+  let upstream: Awaited<ReturnType<typeof startModelUpstream>>
+  let restore: () => void
+  group.setup(async () => {
+    upstream = await startModelUpstream()
+    restore = useUpstream(upstream, { apiKey: 'sk-upstream-123', rates: METERED })
+    return async () => {
+      restore()
+      await upstream.close()
+    }
+  })
+  group.each.setup(() => upstream.reset())
+
+  test('forwards with MODEL_API_KEY and debits exactly the reported usage at the model rate', async ({
+    assert,
+    client,
+  }) => {
+    const { owner, agent, token } = await proxyAgent(5000)
+    upstream.set({ reply: 'Metered answer', usage: { prompt_tokens: 50, completion_tokens: 20 } })
+    const response = await completions(token, {
+      model: 'metered-model',
+      messages: [{ role: 'user', content: 'Count me' }],
+      temperature: 0.2,
+    })
+    assert.equal(response.status, 200)
+    const json: any = await response.json()
+    assert.equal(json.choices[0].message.content, 'Metered answer')
+    assert.equal(json.model, 'metered-model')
+
+    assert.lengthOf(upstream.requests, 1)
+    const forwarded = upstream.requests[0]
+    assert.equal(forwarded.path, '/v1/chat/completions')
+    assert.equal(forwarded.headers.authorization, 'Bearer sk-upstream-123')
+    assert.equal(forwarded.body.model, 'metered-model')
+    assert.equal(forwarded.body.temperature, 0.2)
+    assert.isFalse(forwarded.body.stream)
+
+    // 50 x 1 + 20 x 2 = 90 credits; the hold (larger) was returned.
+    assert.equal(await creditsOf(owner), 5000 - 90)
+    const entries = await llmEntries(owner.id)
+    assert.lengthOf(entries, 1)
+    assert.deepInclude(entries[0], {
+      credits: -90,
+      model: 'metered-model',
+      provider: '127.0.0.1',
+      input_tokens: 50,
+      output_tokens: 20,
+      balance_after: 4910,
+    })
+    assert.equal(entries[0].metadata.agentId, agent.id)
+    const open = await db.from('chat_credit_holds').where('user_id', owner.id)
+    assert.lengthOf(open, 0)
+
+    const history = await client.get('/ai-credits/history').bearerToken(jwtFor(owner))
+    history.assertStatus(200)
+    assert.deepInclude(history.body().data.usage[0], {
+      kind: 'llm',
+      provider: '127.0.0.1',
+      model: 'metered-model',
+      credits: -90,
+      inputTokens: 50,
+      outputTokens: 20,
+    })
+    assert.isString(history.body().data.usage[0].createdAt)
+  })
+
+  test('streaming: asks the upstream for usage, relays chunks, meters the usage chunk', async ({
+    assert,
+  }) => {
+    const { owner, token } = await proxyAgent(5000)
+    upstream.set({ reply: 'one two three', usage: { prompt_tokens: 7, completion_tokens: 3 } })
+    const response = await completions(token, {
+      model: 'metered-model',
+      messages: [{ role: 'user', content: 'stream' }],
+      stream: true,
+    })
+    assert.equal(response.status, 200)
+    assert.equal(response.headers.get('x-accel-buffering'), 'no')
+    const { events } = await readSse(response)
+    assert.equal(events.at(-1), '[DONE]')
+    const chunks = events.slice(0, -1).map((event) => JSON.parse(event))
+    assert.equal(chunks.map((chunk) => chunk.choices[0]?.delta?.content ?? '').join(''), 'one two three')
+    // The client did not ask for usage: the usage-only chunk is not relayed.
+    assert.isTrue(chunks.every((chunk) => chunk.choices.length > 0))
+
+    assert.deepEqual(upstream.requests[0].body.stream_options, { include_usage: true })
+    assert.equal(await creditsOf(owner), 5000 - (7 + 3 * 2))
+    const [entry] = await llmEntries(owner.id)
+    assert.deepInclude(entry, { credits: -13, input_tokens: 7, output_tokens: 3 })
+  })
+
+  test('a client that asks for usage gets the usage chunk', async ({ assert }) => {
+    const { token } = await proxyAgent(5000)
+    upstream.set({ usage: { prompt_tokens: 4, completion_tokens: 2 } })
+    const response = await completions(token, {
+      model: 'metered-model',
+      messages: [{ role: 'user', content: 'usage please' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    })
+    const { events } = await readSse(response)
+    const usageChunk = events
+      .slice(0, -1)
+      .map((event) => JSON.parse(event))
+      .find((chunk) => chunk.choices.length === 0)
+    assert.deepInclude(usageChunk.usage, { prompt_tokens: 4, completion_tokens: 2 })
+  })
+
+  test('402 INSUFFICIENT_CREDITS at a balance of 0, and the upstream is never called', async ({
+    assert,
+  }) => {
+    const { owner, token } = await proxyAgent(0)
+    const response = await completions(token, {
+      model: 'metered-model',
+      messages: [{ role: 'user', content: 'no money' }],
+    })
+    assert.equal(response.status, 402)
+    assert.deepEqual(await response.json(), {
+      success: false,
+      error: 'Not enough AI Credits for this request',
+      code: 'INSUFFICIENT_CREDITS',
+    })
+    assert.lengthOf(upstream.requests, 0)
+    assert.equal(await creditsOf(owner), 0)
+    assert.lengthOf(await llmEntries(owner.id), 0)
+  })
+
+  test('402 before the upstream when the balance cannot cover the request (max_tokens)', async ({
+    assert,
+  }) => {
+    const { owner, token } = await proxyAgent(500)
+    const response = await completions(token, {
+      model: 'metered-model',
+      max_tokens: 4000,
+      messages: [{ role: 'user', content: 'a long answer please' }],
+      stream: true,
+    })
+    assert.equal(response.status, 402)
+    assert.lengthOf(upstream.requests, 0)
+    assert.equal(await creditsOf(owner), 500)
+  })
+
+  test('an upstream failure is a 503, charges nothing and returns the hold', async ({ assert }) => {
+    const { owner, token } = await proxyAgent(5000)
+    upstream.set({ status: 500 })
+    const response = await completions(token, {
+      model: 'metered-model',
+      messages: [{ role: 'user', content: 'boom' }],
+    })
+    assert.equal(response.status, 503)
+    assert.deepInclude(await response.json(), { code: 'SERVICE_UNAVAILABLE' })
+    assert.equal(await creditsOf(owner), 5000)
+    assert.lengthOf(await db.from('chat_credit_holds').where('user_id', owner.id), 0)
+  })
+
+  test('concurrent proxy requests can never overspend the balance', async ({ assert }) => {
+    // Each request: hold and cost of exactly 1 credit; 25 requests on 8 credits.
+    upstream.set({ usage: { prompt_tokens: 5, completion_tokens: 5 }, replyDelayMs: 20 })
+    const restoreRate = useUpstream(upstream, { rates: { 'penny-model': { input: 100, output: 100 } } })
+    try {
+      const { owner, token } = await proxyAgent(8)
+      const statuses = await Promise.all(
+        Array.from({ length: 25 }, (_, i) =>
+          completions(token, {
+            model: 'penny-model',
+            messages: [{ role: 'user', content: `request ${i}` }],
+          }).then(async (response) => {
+            await response.arrayBuffer()
+            return response.status
+          })
+        )
+      )
+      assert.equal(statuses.filter((status) => status === 200).length, 8)
+      assert.equal(statuses.filter((status) => status === 402).length, 17)
+      assert.equal(upstream.requests.length, 8)
+      assert.equal(await creditsOf(owner), 0)
+    } finally {
+      restoreRate()
+    }
+  })
+
+  test('the openai SDK works unchanged against the proxy (create, stream, models, 402)', async ({
+    assert,
+  }) => {
+    const { owner, token } = await proxyAgent(5000)
+    upstream.set({ reply: 'SDK says hi', usage: { prompt_tokens: 3, completion_tokens: 3 } })
+    const sdk = new OpenAI({ apiKey: token, baseURL: `${baseUrl()}/v1`, maxRetries: 0 })
+
+    const completion = await sdk.chat.completions.create({
+      model: 'metered-model',
+      messages: [{ role: 'user', content: 'Hello SDK' }],
+    })
+    assert.equal(completion.choices[0].message.content, 'SDK says hi')
+    assert.equal(completion.usage?.prompt_tokens, 3)
+
+    const stream = await sdk.chat.completions.create({
+      model: 'metered-model',
+      messages: [{ role: 'user', content: 'Stream SDK' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    })
+    let text = ''
+    let usage: any
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? ''
+      if (chunk.usage) usage = chunk.usage
+    }
+    assert.equal(text, 'SDK says hi')
+    assert.equal(usage.completion_tokens, 3)
+
+    const models = await sdk.models.list()
+    const ids = models.data.map((model) => model.id)
+    assert.deepEqual(ids, ['stand-in-model', 'local-dev'])
+
+    assert.equal(await creditsOf(owner), 5000 - 9 - 9)
+
+    const broke = await proxyAgent(0)
+    const poorSdk = new OpenAI({ apiKey: broke.token, baseURL: `${baseUrl()}/v1`, maxRetries: 0 })
+    await assert.rejects(async () => {
+      try {
+        await poorSdk.chat.completions.create({
+          model: 'metered-model',
+          messages: [{ role: 'user', content: 'no credits' }],
+        })
+      } catch (error) {
+        assert.instanceOf(error, OpenAI.APIError)
+        assert.equal((error as InstanceType<typeof OpenAI.APIError>).status, 402)
+        throw error
+      }
+    })
+  })
+
+  test('holds left by a request that never settled are returned by the job', async ({ assert }) => {
+    const owner = await createUser({ credits: 100 })
+    await db.rawQuery(`update users set ai_credits_balance = ai_credits_balance - 40 where id = ?`, [
+      owner.id,
+    ])
+    await db.table('chat_credit_holds').insert({
+      id: crypto.randomUUID(),
+      user_id: owner.id,
+      credits: 40,
+      created_at: new Date(Date.now() - 3 * 60 * 60_000),
+      expires_at: new Date(Date.now() - 60 * 60_000),
+    })
+    assert.equal(await creditsOf(owner), 60)
+    await releaseExpiredHolds()
+    assert.equal(await creditsOf(owner), 100)
+    assert.lengthOf(await db.from('chat_credit_holds').where('user_id', owner.id), 0)
+  })
+})
