@@ -1,0 +1,198 @@
+import { existsSync } from 'node:fs'
+import { mkdir, readFile, symlink } from 'node:fs/promises'
+import { join } from 'node:path'
+import { test } from '@japa/runner'
+import type User from '#identity/models/user'
+import { createUser, jwtFor } from '#tests/helpers/identity'
+import { baseUrl } from '#tests/helpers/http'
+import {
+  chatWithContainer,
+  createFixtureAgent,
+  foldersOf,
+  removeAgentsOf,
+  statusOf,
+  waitUntilServing,
+} from '#tests/helpers/agents_http'
+
+const users: User[] = []
+
+/** Every traversal form the runtime refuses, sent through each HTTP route. */
+const TRAVERSALS = [
+  '..',
+  '../state/fixture.json',
+  '../../',
+  'docs/../../state/fixture.json',
+  '/../state/fixture.json',
+  '..\\state\\fixture.json',
+  '/etc/passwd',
+  '/proc/self/environ',
+  'notes\u0000.txt',
+  '%2e%2e/state/fixture.json',
+  '%2e%2e%2fstate%2ffixture.json',
+  '..%2fstate',
+  '%252e%252e%252fstate',
+  '%c0%ae%c0%ae/state',
+  'outside-dir/passwd',
+  'outside-dir',
+  'outside-file',
+  'dangling/new.txt',
+  'nested/escape/fixture.json',
+]
+
+test.group('Agents: container files through HTTP', (group) => {
+  let owner: User
+  let jwt: string
+  let agentId: string
+  let files: string
+
+  group.setup(async () => {
+    owner = await createUser({ tier: 'pro' })
+    users.push(owner)
+    jwt = jwtFor(owner)
+    const response = await fetch(`${baseUrl()}/agents`, {
+      method: 'POST',
+      headers: { 'authorization': `Bearer ${jwt}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        name: 'File Keeper',
+        framework: 'fixture',
+        config: { personality: 'Tidy' },
+      }),
+    })
+    const body = (await response.json()) as { data: { id: string } }
+    agentId = body.data.id
+    files = `/agents/${agentId}/container-files`
+    await waitUntilServing(agentId)
+    // Links an agent (or a user through it) could plant in its workspace.
+    const folders = foldersOf(agentId)
+    await symlink('/etc', join(folders.workspace, 'outside-dir'))
+    await symlink(join(folders.state, 'fixture.json'), join(folders.workspace, 'outside-file'))
+    await symlink(`/tmp/agent-host-nowhere-${agentId}`, join(folders.workspace, 'dangling'))
+    await mkdir(join(folders.workspace, 'nested'))
+    await symlink(folders.state, join(folders.workspace, 'nested', 'escape'))
+    return () => removeAgentsOf(...users)
+  })
+
+  test('write, read, list and delete with both path forms', async ({ client, assert }) => {
+    const written = await client
+      .put(files)
+      .bearerToken(jwt)
+      .json({ path: 'notes/todo.md', content: '- ship it' })
+    written.assertStatus(200)
+    assert.deepEqual(written.body().data, { path: '/notes/todo.md', size: 9 })
+
+    const viaPost = await client
+      .post(`${files}/write`)
+      .bearerToken(jwt)
+      .json({ path: '/notes/post.txt', content: 'héllo' })
+    viaPost.assertStatus(200)
+    assert.deepEqual(viaPost.body().data, { path: '/notes/post.txt', size: 6 })
+    const viaPut = await client
+      .put(`${files}/write`)
+      .bearerToken(jwt)
+      .json({ path: 'empty.txt', content: '' })
+    viaPut.assertStatus(200)
+    assert.deepEqual(viaPut.body().data, { path: '/empty.txt', size: 0 })
+
+    const root = await client.get(files).bearerToken(jwt)
+    root.assertStatus(200)
+    assert.deepInclude(root.body().data.files, { name: 'SOUL.md', type: 'file', size: 4 })
+    assert.deepInclude(root.body().data.files, { name: 'notes', type: 'directory', size: 0 })
+    const notes = await client.get(files).qs({ path: '/notes' }).bearerToken(jwt)
+    assert.sameDeepMembers(notes.body().data.files, [
+      { name: 'todo.md', type: 'file', size: 9 },
+      { name: 'post.txt', type: 'file', size: 6 },
+    ])
+
+    const read = await client.get(`${files}/read`).qs({ path: 'notes/todo.md' }).bearerToken(jwt)
+    assert.deepEqual(read.body().data, { content: '- ship it', size: 9 })
+    // The file is really in the agent's workspace.
+    const onDisk = await readFile(join(foldersOf(agentId).workspace, 'notes/todo.md'), 'utf8')
+    assert.equal(onDisk, '- ship it')
+
+    const deleted = await client.delete(files).qs({ path: 'notes/todo.md' }).bearerToken(jwt)
+    assert.deepEqual(deleted.body().data, { deleted: '/notes/todo.md' })
+    const deletedToo = await client
+      .delete(`${files}/delete`)
+      .qs({ path: '/notes' })
+      .bearerToken(jwt)
+    assert.deepEqual(deletedToo.body().data, { deleted: '/notes' })
+    assert.isFalse(existsSync(join(foldersOf(agentId).workspace, 'notes')))
+  })
+
+  test('files the agent writes are visible; missing paths 404; bad input 400', async ({
+    client,
+    assert,
+  }) => {
+    await chatWithContainer(agentId, '__write__ reports/today.txt written by the agent')
+    const read = await client
+      .get(`${files}/read`)
+      .qs({ path: 'reports/today.txt' })
+      .bearerToken(jwt)
+    assert.equal(read.body().data.content, 'written by the agent')
+
+    const missing = await client.get(`${files}/read`).qs({ path: 'nope.txt' }).bearerToken(jwt)
+    assert.equal(missing.status(), 404)
+    assert.equal(missing.body().code, 'NOT_FOUND')
+    assert.equal(
+      await statusOf(client.delete(files).qs({ path: 'nope.txt' }).bearerToken(jwt)),
+      404
+    )
+    assert.equal(await statusOf(client.get(files).qs({ path: 'no-dir' }).bearerToken(jwt)), 404)
+
+    assert.equal(await statusOf(client.get(`${files}/read`).bearerToken(jwt)), 400)
+    assert.equal(await statusOf(client.put(files).bearerToken(jwt).json({ path: 'a.txt' })), 400)
+    assert.equal(
+      await statusOf(
+        client
+          .put(files)
+          .bearerToken(jwt)
+          .json({ path: 'big.txt', content: 'x'.repeat(1_000_001) })
+      ),
+      400
+    )
+    assert.equal(await statusOf(client.delete(files).qs({ path: '/' }).bearerToken(jwt)), 400)
+  })
+
+  test('another account gets 403 for every file route', async ({ client, assert }) => {
+    const stranger = await createUser()
+    users.push(stranger)
+    const other = jwtFor(stranger)
+    for (const request of [
+      client.get(files),
+      client.get(`${files}/read`).qs({ path: 'SOUL.md' }),
+      client.put(files).json({ path: 'x.txt', content: 'x' }),
+      client.post(`${files}/write`).json({ path: 'x.txt', content: 'x' }),
+      client.delete(files).qs({ path: 'SOUL.md' }),
+      client.delete(`${files}/delete`).qs({ path: 'SOUL.md' }),
+    ]) {
+      const response = await request.bearerToken(other)
+      assert.equal(response.status(), 403)
+      assert.equal(response.body().code, 'FORBIDDEN')
+    }
+    assert.isTrue(existsSync(join(foldersOf(agentId).workspace, 'SOUL.md')))
+  })
+
+  for (const [index, path] of TRAVERSALS.entries()) {
+    test(`traversal ${index + 1}: ${JSON.stringify(path)} is 403 on every route`, async ({
+      client,
+      assert,
+    }) => {
+      for (const request of [
+        client.get(files).qs({ path }),
+        client.get(`${files}/read`).qs({ path }),
+        client.put(files).json({ path, content: 'pwned' }),
+        client.post(`${files}/write`).json({ path, content: 'pwned' }),
+        client.put(`${files}/write`).json({ path, content: 'pwned' }),
+        client.delete(files).qs({ path }),
+        client.delete(`${files}/delete`).qs({ path }),
+      ]) {
+        const response = await request.bearerToken(jwt)
+        assert.equal(response.status(), 403, `${JSON.stringify(path)}: ${response.text()}`)
+        assert.equal(response.body().code, 'FORBIDDEN')
+      }
+      const state = foldersOf(agentId).state
+      assert.notEqual(await readFile(join(state, 'fixture.json'), 'utf8'), 'pwned')
+      assert.isFalse(existsSync(`/tmp/agent-host-nowhere-${agentId}`))
+    })
+  }
+})
