@@ -122,7 +122,10 @@ export async function startModelUpstream(
       current.usage === null
         ? null
         : (current.usage ?? { prompt_tokens: 10, completion_tokens: pieces(text).length })
-    const wireUsage = usage && { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens }
+    const wireUsage = usage && {
+      ...usage,
+      total_tokens: usage.prompt_tokens + usage.completion_tokens,
+    }
 
     if (!body?.stream) {
       await sleep(current.replyDelayMs)

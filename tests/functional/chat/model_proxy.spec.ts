@@ -198,7 +198,10 @@ test.group('Model proxy: forwarding to MODEL_API_URL and metering', (group) => {
     const { events } = await readSse(response)
     assert.equal(events.at(-1), '[DONE]')
     const chunks = events.slice(0, -1).map((event) => JSON.parse(event))
-    assert.equal(chunks.map((chunk) => chunk.choices[0]?.delta?.content ?? '').join(''), 'one two three')
+    assert.equal(
+      chunks.map((chunk) => chunk.choices[0]?.delta?.content ?? '').join(''),
+      'one two three'
+    )
     // The client did not ask for usage: the usage-only chunk is not relayed.
     assert.isTrue(chunks.every((chunk) => chunk.choices.length > 0))
 
@@ -275,7 +278,9 @@ test.group('Model proxy: forwarding to MODEL_API_URL and metering', (group) => {
   test('concurrent proxy requests can never overspend the balance', async ({ assert }) => {
     // Each request: hold and cost of exactly 1 credit; 25 requests on 8 credits.
     upstream.set({ usage: { prompt_tokens: 5, completion_tokens: 5 }, replyDelayMs: 20 })
-    const restoreRate = useUpstream(upstream, { rates: { 'penny-model': { input: 100, output: 100 } } })
+    const restoreRate = useUpstream(upstream, {
+      rates: { 'penny-model': { input: 100, output: 100 } },
+    })
     try {
       const { owner, token } = await proxyAgent(8)
       const statuses = await Promise.all(
@@ -351,9 +356,10 @@ test.group('Model proxy: forwarding to MODEL_API_URL and metering', (group) => {
 
   test('holds left by a request that never settled are returned by the job', async ({ assert }) => {
     const owner = await createUser({ credits: 100 })
-    await db.rawQuery(`update users set ai_credits_balance = ai_credits_balance - 40 where id = ?`, [
-      owner.id,
-    ])
+    await db.rawQuery(
+      `update users set ai_credits_balance = ai_credits_balance - 40 where id = ?`,
+      [owner.id]
+    )
     await db.table('chat_credit_holds').insert({
       id: crypto.randomUUID(),
       user_id: owner.id,
