@@ -48,7 +48,8 @@ test.group('Model proxy: built-in local-dev model (no MODEL_API_URL)', () => {
     assert.include(content, 'Ping me back')
     assert.isAbove(json.usage.prompt_tokens, 0)
 
-    const second: any = await (await completions(token, body)).json()
+    const again = await completions(token, body)
+    const second: any = await again.json()
     assert.equal(second.choices[0].message.content, content)
 
     assert.equal(await creditsOf(owner), 100)
