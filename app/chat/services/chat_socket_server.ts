@@ -121,26 +121,43 @@ export class ChatSocketServer {
   }
 
   close(): void {
-    clearInterval(this.#pinger)
+    clearTimeout(this.#pinger)
     this.#pinger = undefined
     for (const ws of this.wss.clients) ws.terminate()
   }
 
+  /** Changes the keepalive interval (applies from the next tick). */
+  setPingInterval(ms: number): void {
+    chatConfig.websocket.pingIntervalMs = ms
+    if (this.#pinger) {
+      clearTimeout(this.#pinger)
+      this.#pinger = undefined
+      this.#startPinging()
+    }
+  }
+
   #startPinging() {
     if (this.#pinger) return
-    this.#pinger = setInterval(() => {
-      for (const ws of this.wss.clients) {
-        const state = this.#states.get(ws)
-        if (!state) continue
-        if (!state.alive) {
-          ws.terminate()
-          continue
-        }
-        state.alive = false
-        ws.ping()
-      }
+    this.#pinger = setTimeout(() => {
+      this.#pinger = undefined
+      this.#pingAll()
+      this.#startPinging()
     }, chatConfig.websocket.pingIntervalMs)
     this.#pinger.unref()
+  }
+
+  /** Drops sockets that did not answer the previous ping, pings the others. */
+  #pingAll() {
+    for (const ws of this.wss.clients) {
+      const state = this.#states.get(ws)
+      if (!state) continue
+      if (!state.alive) {
+        ws.terminate()
+        continue
+      }
+      state.alive = false
+      ws.ping()
+    }
   }
 
   #upgrade(server: Server, req: IncomingMessage, socket: Duplex, head: Buffer) {

@@ -1,0 +1,234 @@
+import { test } from '@japa/runner'
+import db from '@adonisjs/lucid/services/db'
+import WebSocket from 'ws'
+import { chatConfig } from '#config/chat'
+import { chatSocketServer, WS_CLOSE } from '#chat/services/chat_socket_server'
+import quotaService from '#identity/services/quota_service'
+import { createAgentFor } from '#tests/helpers/agents_fixture'
+import { removeAgentsOf } from '#tests/helpers/agents_http'
+import { apiKeyFor, createUser, jwtFor } from '#tests/helpers/identity'
+import { baseUrl } from '#tests/helpers/http'
+import type User from '#identity/models/user'
+
+const users: User[] = []
+async function owner(options: Parameters<typeof createUser>[0] = {}) {
+  const user = await createUser({ tier: 'pro', credits: 100, ...options })
+  users.push(user)
+  return user
+}
+
+function wsUrl(path: string): string {
+  return `${baseUrl().replace(/^http/, 'ws')}${path}`
+}
+
+interface Client {
+  ws: WebSocket
+  /** The next message from the server (parsed). */
+  next(): Promise<any>
+  closed: Promise<{ code: number; reason: string }>
+}
+
+/** A real `ws` client; resolves once the socket is open (or closed right away). */
+function connect(
+  path: string,
+  options: { token?: string; protocols?: string[]; autoPong?: boolean } = {}
+): Promise<Client> {
+  const ws = new WebSocket(wsUrl(path), options.protocols ?? [], {
+    headers: options.token ? { authorization: `Bearer ${options.token}` } : {},
+    autoPong: options.autoPong ?? true,
+  })
+  const queue: any[] = []
+  const waiting: ((message: any) => void)[] = []
+  ws.on('message', (data) => {
+    const message = JSON.parse(String(data))
+    const waiter = waiting.shift()
+    if (waiter) waiter(message)
+    else queue.push(message)
+  })
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.on('close', (code, reason) => resolve({ code, reason: String(reason) }))
+  )
+  const client: Client = {
+    ws,
+    closed,
+    next: () =>
+      queue.length > 0
+        ? Promise.resolve(queue.shift())
+        : new Promise((resolve) => waiting.push(resolve)),
+  }
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(client))
+    ws.once('error', reject)
+  })
+}
+
+async function chat(client: Client, message: unknown) {
+  client.ws.send(JSON.stringify({ type: 'chat', payload: { message } }))
+  return client.next()
+}
+
+test.group('WebSocket /agents/:id/ws', (group) => {
+  group.teardown(async () => removeAgentsOf(...users))
+  group.each.setup(() => {
+    const interval = chatConfig.websocket.pingIntervalMs
+    return () => chatSocketServer.setPingInterval(interval)
+  })
+
+  test('API key in Authorization: chat -> chat_response; stored; counted against the daily quota', async ({
+    assert,
+  }) => {
+    const user = await owner()
+    const agent = await createAgentFor(user)
+    const before = await quotaService.peek(user)
+    const client = await connect(`/agents/${agent.id}/ws`, { token: await apiKeyFor(user) })
+    const reply = await chat(client, 'Hello over WebSocket')
+    assert.equal(reply.type, 'chat_response')
+    assert.deepEqual(Object.keys(reply.payload), ['content'])
+    assert.include(reply.payload.content, 'Hello over WebSocket')
+
+    const second = await chat(client, 'And again')
+    assert.equal(second.type, 'chat_response')
+    const after = await quotaService.peek(user)
+    assert.equal(after.used - before.used, 2)
+
+    const stored = await db.from('chat_messages').where('agent_id', agent.id)
+    assert.lengthOf(stored, 4)
+    client.ws.close()
+  })
+
+  test('a JWT works too (and does not count against the API quota)', async ({ assert }) => {
+    const user = await owner()
+    const agent = await createAgentFor(user)
+    const before = await quotaService.peek(user)
+    const client = await connect(`/agents/${agent.id}/ws`, { token: jwtFor(user) })
+    const reply = await chat(client, 'JWT hello')
+    assert.equal(reply.type, 'chat_response')
+    const after = await quotaService.peek(user)
+    assert.equal(after.used, before.used)
+    client.ws.close()
+  })
+
+  test('browsers: the bearer.<token> subprotocol authenticates and is echoed back', async ({
+    assert,
+  }) => {
+    const user = await owner()
+    const agent = await createAgentFor(user)
+    const protocol = `bearer.${await apiKeyFor(user)}`
+    const client = await connect(`/agents/${agent.id}/ws`, { protocols: [protocol] })
+    assert.equal(client.ws.protocol, protocol)
+    const reply = await chat(client, 'from a browser')
+    assert.equal(reply.type, 'chat_response')
+    client.ws.close()
+  })
+
+  test('bad JSON, unknown types and invalid messages get an error message; the socket stays open', async ({
+    assert,
+  }) => {
+    const user = await owner()
+    const agent = await createAgentFor(user)
+    const client = await connect(`/agents/${agent.id}/ws`, { token: jwtFor(user) })
+
+    client.ws.send('{not json')
+    const notJson = await client.next()
+    assert.equal(notJson.type, 'error')
+    client.ws.send(JSON.stringify({ type: 'dance', payload: {} }))
+    const unknown = await client.next()
+    assert.equal(unknown.type, 'error')
+    assert.equal(unknown.payload.code, 'VALIDATION_ERROR')
+    assert.include(unknown.payload.message, 'dance')
+
+    const empty = await chat(client, '')
+    assert.equal(empty.type, 'error')
+    assert.equal(empty.payload.code, 'VALIDATION_ERROR')
+    const blocked = await chat(client, chatConfig.blockedPhrases[0])
+    assert.deepEqual(blocked.payload.code, 'CONTENT_BLOCKED')
+
+    client.ws.send(JSON.stringify({ type: 'ping' }))
+    assert.deepEqual(await client.next(), { type: 'pong' })
+    const reply = await chat(client, 'still here?')
+    assert.equal(reply.type, 'chat_response')
+    assert.equal(client.ws.readyState, WebSocket.OPEN)
+    client.ws.close()
+  })
+
+  test('close codes: 4401 missing or bad credential, 4403 foreign agent, 4404 unknown agent', async ({
+    assert,
+  }) => {
+    const user = await owner()
+    const stranger = await owner()
+    const agent = await createAgentFor(user)
+    const cases: [string, { token?: string; protocols?: string[] }, number][] = [
+      [`/agents/${agent.id}/ws`, {}, WS_CLOSE.badCredential],
+      [`/agents/${agent.id}/ws`, { token: 'hk_bogus.key' }, WS_CLOSE.badCredential],
+      [`/agents/${agent.id}/ws`, { token: 'not-a-jwt' }, WS_CLOSE.badCredential],
+      [`/agents/${agent.id}/ws`, { protocols: ['bearer.wrong'] }, WS_CLOSE.badCredential],
+      [`/agents/${agent.id}/ws`, { token: jwtFor(stranger) }, WS_CLOSE.forbidden],
+      [`/agents/${agent.id}/ws`, { token: await apiKeyFor(stranger) }, WS_CLOSE.forbidden],
+      [`/agents/6f1c4a7e-0000-4000-8000-000000000000/ws`, { token: jwtFor(user) }, 4404],
+      [`/agents/not-an-id/ws`, { token: jwtFor(user) }, 4404],
+    ]
+    for (const [path, options, code] of cases) {
+      const client = await connect(path, options)
+      const closed = await client.closed
+      assert.equal(closed.code, code, `${path} ${JSON.stringify(Object.keys(options))}`)
+    }
+    assert.deepEqual(WS_CLOSE, { badCredential: 4401, forbidden: 4403, unknownAgent: 4404 })
+  })
+
+  test('other upgrade paths are refused with 404', async ({ assert }) => {
+    const ws = new WebSocket(wsUrl('/not/a/socket'))
+    const error = await new Promise<Error>((resolve) => ws.once('error', resolve))
+    assert.include(error.message, '404')
+  })
+
+  test('past the daily limit an API-key chat message gets RATE_LIMIT_EXCEEDED; the socket stays open', async ({
+    assert,
+  }) => {
+    const user = await owner({ tier: 'free' })
+    const agent = await createAgentFor(user)
+    const key = await apiKeyFor(user)
+    const client = await connect(`/agents/${agent.id}/ws`, { token: key })
+    const { remaining } = await quotaService.peek(user)
+    for (let i = 0; i < remaining - 1; i++) await quotaService.consume(user)
+
+    const last = await chat(client, 'the last one today')
+    assert.equal(last.type, 'chat_response')
+    const refused = await chat(client, 'one too many')
+    assert.equal(refused.type, 'error')
+    assert.equal(refused.payload.code, 'RATE_LIMIT_EXCEEDED')
+    assert.equal(client.ws.readyState, WebSocket.OPEN)
+    client.ws.close()
+  })
+
+  test('a hosted chat without credits gets INSUFFICIENT_CREDITS as an error message', async ({
+    assert,
+  }) => {
+    const user = await owner({ credits: 0 })
+    const agent = await createAgentFor(user)
+    const client = await connect(`/agents/${agent.id}/ws`, { token: jwtFor(user) })
+    const reply = await chat(client, 'hi')
+    assert.deepEqual(reply, {
+      type: 'error',
+      payload: { code: 'INSUFFICIENT_CREDITS', message: 'Not enough AI Credits for this request' },
+    })
+    client.ws.close()
+  })
+
+  test('keepalive: the server pings; a client that never answers is dropped', async ({
+    assert,
+  }) => {
+    chatSocketServer.setPingInterval(100)
+    const user = await owner()
+    const agent = await createAgentFor(user)
+    const polite = await connect(`/agents/${agent.id}/ws`, { token: jwtFor(user) })
+    const silent = await connect(`/agents/${agent.id}/ws`, { token: jwtFor(user), autoPong: false })
+    let pings = 0
+    polite.ws.on('ping', () => pings++)
+
+    const dropped = await silent.closed
+    assert.equal(dropped.code, 1006)
+    assert.isAtLeast(pings, 1)
+    assert.equal(polite.ws.readyState, WebSocket.OPEN)
+    polite.ws.close()
+  })
+})
