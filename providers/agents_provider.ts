@@ -24,11 +24,7 @@ export default class AgentsProvider {
     const runtime = await this.app.container.make('runtime')
     const emitter = await this.app.container.make('emitter')
 
-    runtime.onEvent((event) => {
-      agentLifecycle.handleRuntimeEvent(event).catch((error) => {
-        logger.error({ err: error, agentId: event.agentId }, 'agents: runtime event not recorded')
-      })
-    })
+    runtime.onEvent((event) => agentLifecycle.onRuntimeEvent(event))
     emitter.on('agents:limit_changed', (change) => agentLifecycle.applyLimitChange(change))
 
     if (this.#shouldRecover()) {

@@ -37,13 +37,22 @@ async function setStatus(agentId: string, status: AgentStatus): Promise<void> {
 export class AgentLifecycle {
   readonly #chains = new Map<string, Promise<unknown>>()
   readonly #background = new Set<Promise<unknown>>()
+  /** Feed and status writes of runtime events, per agent, until they are stored. */
+  readonly #eventWrites = new Map<string, Set<Promise<void>>>()
 
   constructor(private readonly runtime: () => Promise<RuntimeService>) {}
 
-  /** Runs `task` after the agent's previous container operation. */
+  /**
+   * Runs `task` after the agent's previous container operation; it settles
+   * once the feed events its container changes caused are stored too (so a
+   * stop's answer comes after its `Agent stopped` event).
+   */
   #serial<T>(agentId: string, task: () => Promise<T>): Promise<T> {
     const previous = this.#chains.get(agentId) ?? Promise.resolve()
-    const next = previous.catch(() => {}).then(task)
+    const next = previous
+      .catch(() => {})
+      .then(task)
+      .finally(() => this.#eventsStored(agentId))
     this.#chains.set(agentId, next)
     const forget = () => {
       if (this.#chains.get(agentId) === next) this.#chains.delete(agentId)
@@ -162,12 +171,12 @@ export class AgentLifecycle {
     for (const agentId of change.paused) {
       this.#detached('pause', agentId, () =>
         this.#serial(agentId, async () => {
-          const runtime = await this.runtime()
-          await runtime.stop(agentId)
           await recordFeedEvent(agentId, {
             type: 'status_change',
             content: 'Agent paused: the plan allows fewer agents',
           })
+          const runtime = await this.runtime()
+          await runtime.stop(agentId)
         })
       )
     }
@@ -193,8 +202,11 @@ export class AgentLifecycle {
    * Service boot: adopt or start the containers of every `active` agent and
    * stop containers of agents that no longer exist (runtime.recover).
    */
-  async recover(options: { sweep?: boolean } = {}) {
-    const agents = await Agent.query().where('status', 'active').orderBy('created_at', 'asc')
+  async recover(options: { sweep?: boolean; agentIds?: string[] } = {}) {
+    const query = Agent.query().where('status', 'active').orderBy('created_at', 'asc')
+    // Tests recover their own agents only (the sweep must then be off).
+    if (options.agentIds) query.whereIn('id', options.agentIds)
+    const agents = await query
     const specs = []
     for (const agent of agents) {
       try {
@@ -204,9 +216,31 @@ export class AgentLifecycle {
       }
     }
     const runtime = await this.runtime()
-    const result = await runtime.recover(specs, options)
+    const sweep = options.agentIds ? false : options.sweep
+    const result = await runtime.recover(specs, { sweep })
     for (const failure of result.failed) await setStatus(failure.agentId, 'error')
     return result
+  }
+
+  async #eventsStored(agentId: string): Promise<void> {
+    const writes = this.#eventWrites.get(agentId)
+    if (writes) await Promise.allSettled([...writes])
+  }
+
+  /** The runtime's event listener (subscribed at boot by the agents provider). */
+  onRuntimeEvent(event: RuntimeEvent): void {
+    const write = this.handleRuntimeEvent(event).catch((error) => {
+      logger.error({ err: error, agentId: event.agentId }, 'agents: runtime event not recorded')
+    })
+    let writes = this.#eventWrites.get(event.agentId)
+    if (!writes) this.#eventWrites.set(event.agentId, (writes = new Set()))
+    writes.add(write)
+    write.finally(() => {
+      writes.delete(write)
+      if (writes.size === 0 && this.#eventWrites.get(event.agentId) === writes) {
+        this.#eventWrites.delete(event.agentId)
+      }
+    })
   }
 
   /** Runtime events -> feed events and the `error` state. */

@@ -7,7 +7,6 @@ import { createUser, jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 import {
   chatWithContainer,
-  createFixtureAgent,
   foldersOf,
   removeAgentsOf,
   statusOf,

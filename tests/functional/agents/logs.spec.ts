@@ -126,7 +126,7 @@ test.group('Agents: logs (tail, live SSE, logs tokens)', (group) => {
 
     const response = await client.get(`/agents/${agent.id}/logs`).bearerToken(jwt)
     response.assertStatus(200)
-    assert.match(response.header('content-type'), /^text\/plain/)
+    assert.match(response.header('content-type') ?? '', /^text\/plain/)
     const lines = response.text().split('\n')
     assert.lengthOf(lines, 100)
     assert.include(response.text(), 'bulk 149')
