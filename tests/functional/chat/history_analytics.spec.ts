@@ -270,4 +270,3 @@ test.group('GET /agents/:id/analytics', (group) => {
     assert.equal(data.days[6].date, utcDate(0))
   })
 })
-})
