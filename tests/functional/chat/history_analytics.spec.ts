@@ -119,6 +119,7 @@ test.group('Chat history routes', (group) => {
         .bearerToken(jwt)
         .json(body)
       response.assertStatus(400)
+      assert.equal(response.body().code, 'VALIDATION_ERROR')
     }
     const stranger = await owner()
     for (const method of ['get', 'delete'] as const) {
