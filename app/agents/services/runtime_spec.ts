@@ -1,13 +1,17 @@
-import env from '#start/env'
 import { appUrl } from '#config/app'
+import { LOCAL_DEV_MODEL, modelProxyConfig } from '#config/model_proxy'
 import type { AgentRuntimeSpec } from '#runtime/types'
 import type Agent from '#agents/models/agent'
 import { proxyTokenOf } from '#agents/services/agent_tokens'
 import { decryptSecrets } from '#agents/services/config_secrets'
 
-/** The hosted model's name: `local-dev` without MODEL_API_URL (CONTRACT.md). */
+/**
+ * The hosted model containers ask the proxy for: MODEL_NAME with an
+ * upstream (MODEL_API_URL), else the built-in `local-dev` (CONTRACT.md).
+ */
 export function hostedModelName(): string {
-  return env.get('MODEL_API_URL') ? (env.get('MODEL_NAME') ?? 'local-dev') : 'local-dev'
+  const { url, defaultModel } = modelProxyConfig.upstream
+  return url && defaultModel ? defaultModel : LOCAL_DEV_MODEL
 }
 
 /** The service's model proxy as the agent's container reaches it. */

@@ -1,5 +1,6 @@
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
+import { appUrl } from '#config/app'
 import Agent from '#agents/models/agent'
 import { agentsForExport } from '#agents/services/agent_service'
 import {
@@ -388,6 +389,8 @@ test.group('Agents: create, read, update, delete', (group) => {
     const stored = await Agent.findOrFail(agent.id)
     const spec = runtimeSpecFor(stored)
     assert.match(spec.modelProxy.token, /^apx_[\w-]{43}$/)
+    assert.equal(spec.modelProxy.baseUrl, `${appUrl}/v1`)
+    assert.deepEqual(spec.config, { apiKey: SECRET })
     const byProxy = await agentForProxyToken(spec.modelProxy.token)
     assert.equal(byProxy?.id, agent.id)
     assert.isNull(await agentForProxyToken(`${spec.modelProxy.token}x`))
