@@ -6,6 +6,25 @@ import type { Config } from '#agents/services/config_secrets'
 /** Largest config accepted, as JSON. */
 export const CONFIG_MAX_BYTES = 64 * 1024
 
+/** Deepest nesting of objects and arrays accepted in a config. */
+export const CONFIG_MAX_DEPTH = 16
+
+/**
+ * Checks the nesting depth of client-sent config without recursion (so a
+ * hostile, deeply nested body is a 400, never a stack overflow).
+ */
+export function assertConfigDepth(config: unknown): void {
+  const pending: Array<[unknown, number]> = [[config, 1]]
+  while (pending.length > 0) {
+    const [value, depth] = pending.pop()!
+    if (typeof value !== 'object' || value === null) continue
+    if (depth > CONFIG_MAX_DEPTH) {
+      throw new ValidationException(`config must be nested at most ${CONFIG_MAX_DEPTH} levels deep`)
+    }
+    for (const inner of Object.values(value)) pending.push([inner, depth + 1])
+  }
+}
+
 /** The installed framework plugin of this name; 400 naming the installed ones otherwise. */
 export async function frameworkPlugin(name: string): Promise<FrameworkPlugin> {
   const registry = await app.container.make('plugins')

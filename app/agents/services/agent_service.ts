@@ -7,6 +7,7 @@ import Agent from '#agents/models/agent'
 import type AgentConfigVersion from '#agents/models/agent_config_version'
 import { ownedAgent } from '#agents/services/agent_access'
 import {
+  assertConfigDepth,
   changedKeys,
   frameworkPlugin,
   sameConfig,
@@ -87,6 +88,7 @@ async function uniqueSlug(name: string, trx: TransactionClientContract): Promise
  * starts its container in the background (the request does not wait).
  */
 export async function createAgent(user: { id: string }, input: CreateAgentInput) {
+  assertConfigDepth(input.config)
   const plugin = await frameworkPlugin(input.framework)
   const config = validateConfig(plugin, stripMasks(input.config ?? {}))
   const agent = await db.transaction(async (trx) => {
@@ -123,6 +125,7 @@ export async function updateAgent(
   agentId: string,
   input: UpdateAgentInput
 ): Promise<AgentDetail> {
+  assertConfigDepth(input.config)
   const { agent, configChanged } = await db.transaction(async (trx) => {
     const locked = await ownedAgent(user, agentId, { trx, forUpdate: true })
     if (input.name !== undefined) locked.name = input.name

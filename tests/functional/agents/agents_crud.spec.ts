@@ -12,6 +12,7 @@ import {
 import { runtimeSpecFor } from '#agents/services/runtime_spec'
 import { decryptSecrets } from '#agents/services/config_secrets'
 import { apiKeyFor, createUser, jwtFor } from '#tests/helpers/identity'
+import { baseUrl } from '#tests/helpers/http'
 import {
   agentCountOf,
   createFixtureAgent,
@@ -109,6 +110,16 @@ test.group('Agents: create, read, update, delete', (group) => {
       assert.equal(response.status(), 400, `${JSON.stringify(body).slice(0, 80)} -> 400`)
       assert.equal(response.body().code, 'VALIDATION_ERROR')
       assert.include(response.body().error, field)
+    }
+    // Hostile nesting is a 400 (never a stack overflow), on create and on PATCH alike.
+    for (const depth of [17, 1000]) {
+      const config = `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`
+      const response = await fetch(`${baseUrl()}/agents`, {
+        method: 'POST',
+        headers: { 'authorization': `Bearer ${jwt}`, 'content-type': 'application/json' },
+        body: `{"name":"Deep","framework":"fixture","config":${config}}`,
+      })
+      assert.equal(response.status, 400, `depth ${depth}`)
     }
     assert.equal(await agentCountOf(owner), 0)
   })
