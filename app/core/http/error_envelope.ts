@@ -67,6 +67,11 @@ export function mapError(error: unknown): MappedError {
   if (error instanceof SyntaxError && err.status === 400) {
     return envelope(400, 'VALIDATION_ERROR', 'Malformed JSON in request body')
   }
+  // Anything else the body parser marks as the client's fault, e.g. a JSON
+  // body nested so deep that parsing overflows the stack (a RangeError).
+  if (err.status === 400 && !err.code) {
+    return envelope(400, 'VALIDATION_ERROR', 'The request body could not be parsed')
+  }
   if (err.status === 422 && err.message?.startsWith('Invalid JSON')) {
     return envelope(400, 'VALIDATION_ERROR', 'The JSON body must be an object or an array')
   }

@@ -67,6 +67,13 @@ test.group('Envelope and errors', () => {
     assert.equal(response.json.code, 'VALIDATION_ERROR')
   })
 
+  test('a JSON body nested too deep to parse is a 400', async ({ assert }) => {
+    const depth = 20_000
+    const response = await postRaw('/__test/echo', '['.repeat(depth) + ']'.repeat(depth))
+    assert.equal(response.status, 400)
+    assert.equal(response.json.code, 'VALIDATION_ERROR')
+  })
+
   test('a body over the size limit is a 413', async ({ assert }) => {
     const response = await postRaw('/__test/echo', JSON.stringify({ name: 'x'.repeat(2 << 20) }))
     assert.equal(response.status, 413)
