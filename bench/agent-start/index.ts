@@ -1,4 +1,3 @@
-/* eslint-disable @unicorn/filename-case -- the issue names this script bench/agent-start */
 /**
  * bench/agent-start: time from create to ready, and resident memory per
  * agent, on the process driver, for the test fixture framework and the real
@@ -21,10 +20,10 @@ import { PluginRegistry } from '#plugins/plugin_registry'
 import { PackageCache } from '#runtime/package_cache'
 import { ProcessDriver } from '#runtime/process/process_driver'
 import { RuntimeService } from '#runtime/runtime_service'
-import { OPENCLAW_VERSION } from '../plugins/openclaw/index.ts'
-import { startFakeModelProvider } from '../tests/helpers/fake_model_provider.ts'
+import { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
+import { startFakeModelProvider } from '../../tests/helpers/fake_model_provider.ts'
 
-const root = join(import.meta.dirname, '..')
+const root = join(import.meta.dirname, '..', '..')
 const { values } = parseArgs({
   options: {
     runs: { type: 'string', default: '3' },
