@@ -57,7 +57,8 @@ export default class ModelProxyController {
       signal: abort.signal,
     }
     if (body.stream !== true) {
-      const { json } = await hostedCompletion(body, options)
+      const { json, settled } = await hostedCompletion(body, options)
+      await settled
       writeRawJson(ctx, 200, json)
       return
     }

@@ -61,6 +61,9 @@ export class ChatAbortedError extends ServiceUnavailableException {
 
 type Route = 'container' | 'customer' | 'hosted'
 
+/** A reply, and for a hosted one the settlement of its credits (awaited with the store). */
+type RoutedReply = ModelReply & { settled?: Promise<number> }
+
 async function runtimeService(): Promise<RuntimeService> {
   return app.container.make(RuntimeService)
 }
@@ -156,7 +159,7 @@ async function viaHosted(
   options: ChatOptions,
   onBegin: () => void,
   onToken?: (token: string) => void
-): Promise<ModelReply> {
+): Promise<RoutedReply> {
   const hostedOptions = {
     payerId: payer.userId,
     agentId: payer.agentId,
@@ -165,9 +168,9 @@ async function viaHosted(
   }
   const body = { ...(model ? { model } : {}), messages }
   if (!onToken) {
-    const { reply } = await hostedCompletion(body, hostedOptions)
+    const { reply, settled } = await hostedCompletion(body, hostedOptions)
     onBegin()
-    return reply
+    return { ...reply, settled }
   }
   const stream = await openHostedStream(body, hostedOptions)
   try {
@@ -181,7 +184,7 @@ async function viaHosted(
   }
 }
 
-async function viaHostedForAgent(context: RouteContext): Promise<ModelReply> {
+async function viaHostedForAgent(context: RouteContext): Promise<RoutedReply> {
   const config = context.config
   const messages: ChatTurn[] = [
     { role: 'system', content: await systemPromptFor({ id: context.agent.id, config }) },
@@ -197,9 +200,9 @@ async function viaHostedForAgent(context: RouteContext): Promise<ModelReply> {
   )
 }
 
-async function route(context: RouteContext): Promise<{ reply: ModelReply; route: Route }> {
+async function route(context: RouteContext): Promise<{ reply: RoutedReply; route: Route }> {
   const provider = customerProvider(context.config)
-  const fallback = async (): Promise<{ reply: ModelReply; route: Route }> =>
+  const fallback = async (): Promise<{ reply: RoutedReply; route: Route }> =>
     provider
       ? { reply: await viaCustomerKey(context, provider), route: 'customer' }
       : { reply: await viaHostedForAgent(context), route: 'hosted' }
@@ -251,7 +254,7 @@ export async function chatWithAgent(
     began: false,
   }
 
-  let reply: ModelReply
+  let reply: RoutedReply
   try {
     ;({ reply } = await route(context))
   } catch (error) {
@@ -261,14 +264,18 @@ export async function chatWithAgent(
   if (options.signal?.aborted) throw new ChatAbortedError()
 
   const answeredAt = new Date()
-  const stored = await recordExchange(
-    agent.id,
-    { content: request.message, at: receivedAt },
-    {
-      content: reply.content,
-      at: answeredAt > receivedAt ? answeredAt : new Date(receivedAt.getTime() + 1),
-    }
-  )
+  // The credits settle while the exchange is stored (two independent writes).
+  const [stored] = await Promise.all([
+    recordExchange(
+      agent.id,
+      { content: request.message, at: receivedAt },
+      {
+        content: reply.content,
+        at: answeredAt > receivedAt ? answeredAt : new Date(receivedAt.getTime() + 1),
+      }
+    ),
+    reply.settled,
+  ])
   if (stored) {
     recordFeedEvent(agent.id, {
       type: 'message',
@@ -303,6 +310,7 @@ export async function testChat(
       options,
       () => options.onBegin?.()
     )
+    await reply.settled
     return { text: reply.content, model: reply.model }
   } catch (error) {
     if (options.signal?.aborted) throw new ChatAbortedError()

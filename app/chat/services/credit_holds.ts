@@ -55,20 +55,14 @@ export async function reserveCredits(userId: string, credits: number): Promise<C
  */
 export async function settleHold(hold: CreditHold, charge: Charge): Promise<number> {
   const debited = await db.transaction(async (trx) => {
-    const released = await trx.rawQuery(
-      'delete from chat_credit_holds where id = ? returning credits',
-      [hold.id]
+    // One statement: return the hold (if the expiry job has not already) and lock the balance.
+    const balanceRow = await trx.rawQuery(
+      `with released as (delete from chat_credit_holds where id = :holdId returning credits)
+       update users set ai_credits_balance =
+              ai_credits_balance + coalesce((select credits from released), 0)
+        where id = :userId returning ai_credits_balance`,
+      { holdId: hold.id, userId: hold.userId }
     )
-    const held: number = released.rows[0]?.credits ?? 0
-    const balanceRow =
-      held > 0
-        ? await trx.rawQuery(
-            'update users set ai_credits_balance = ai_credits_balance + ? where id = ? returning ai_credits_balance',
-            [held, hold.userId]
-          )
-        : await trx.rawQuery('select ai_credits_balance from users where id = ? for update', [
-            hold.userId,
-          ])
     if (balanceRow.rows.length === 0) return 0
     const balance: number = balanceRow.rows[0].ai_credits_balance
     const credits = Math.min(charge.credits, balance)

@@ -62,37 +62,50 @@ export async function recordExchange(
   user: { content: string; at: Date },
   assistant: { content: string; at: Date }
 ): Promise<boolean> {
-  return db.transaction(async (trx) => {
-    // First: the agent row lock orders concurrent exchanges of one agent.
-    const updated = await trx.rawQuery(
-      `update agents set message_count = message_count + 1,
-              last_active_at = greatest(coalesce(last_active_at, :at), :at)
-        where id = :agentId returning id`,
-      { agentId, at: assistant.at }
-    )
-    if (updated.rows.length === 0) return false
-    await trx.rawQuery(
-      `insert into chat_daily_counts (agent_id, day, messages) values (?, ?, 1)
-       on conflict (agent_id, day) do update set messages = chat_daily_counts.messages + 1`,
-      [agentId, utcDay(user.at)]
-    )
-    await trx.rawQuery(
-      `insert into chat_messages (id, agent_id, role, content, created_at)
-       values (?, ?, 'user', ?, ?), (?, ?, 'assistant', ?, ?)`,
-      [
-        randomUUID(),
-        agentId,
-        user.content,
-        user.at,
-        randomUUID(),
-        agentId,
-        assistant.content,
-        assistant.at,
-      ]
-    )
-    await trimAgent(trx, agentId)
-    return true
-  })
+  // One statement (one round trip, one commit). The agent row's lock orders
+  // concurrent exchanges of one agent. The trim reads the rows as they were
+  // before this statement, so it keeps `kept - 2` of them plus the 2 new ones.
+  const result = await db.rawQuery(
+    `with agent as (
+       update agents set message_count = message_count + 1,
+              last_active_at = greatest(coalesce(last_active_at, cast(:answeredAt as timestamptz)),
+                                    cast(:answeredAt as timestamptz))
+        where id = :agentId returning id),
+     counted as (
+       insert into chat_daily_counts (agent_id, day, messages)
+       select id, cast(:day as date), 1 from agent
+       on conflict (agent_id, day) do update set messages = chat_daily_counts.messages + 1
+       returning 1),
+     stored as (
+       insert into chat_messages (id, agent_id, role, content, created_at)
+       select cast(:userId as uuid), id, 'user', cast(:userContent as text),
+              cast(:receivedAt as timestamptz) from agent
+       union all
+       select cast(:assistantId as uuid), id, 'assistant', cast(:assistantContent as text),
+              cast(:answeredAt as timestamptz) from agent
+       returning 1),
+     trimmed as (
+       delete from chat_messages
+        where agent_id = (select id from agent) and (created_at, seq) < (
+          select created_at, seq from chat_messages where agent_id = :agentId
+           order by created_at desc, seq desc offset :offset limit 1)
+       returning 1)
+     select (select count(*) from agent) as agents,
+            (select count(*) from counted) + (select count(*) from stored)
+              + (select count(*) from trimmed) as touched`,
+    {
+      agentId,
+      day: utcDay(user.at),
+      userId: randomUUID(),
+      userContent: user.content,
+      receivedAt: user.at,
+      assistantId: randomUUID(),
+      assistantContent: assistant.content,
+      answeredAt: assistant.at,
+      offset: Math.max(0, chatConfig.storedMessagesKept - 3),
+    }
+  )
+  return Number(result.rows[0]?.agents ?? 0) > 0
 }
 
 /** GET /agents/:id/chat/history: the stored conversation, oldest first. */

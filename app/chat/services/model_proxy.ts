@@ -157,11 +157,16 @@ function contentOf(json: any): string {
   return typeof content === 'string' ? content : ''
 }
 
-/** A whole (non-streamed) hosted completion: the upstream's answer and what it cost. */
+/**
+ * A whole (non-streamed) hosted completion: the upstream's answer and the
+ * settlement of its cost, already under way (`settled`: the credits
+ * debited). Callers await `settled` before answering; the chat service
+ * does so alongside storing the exchange.
+ */
 export async function hostedCompletion(
   body: Record<string, any>,
   options: HostedOptions
-): Promise<{ json: any; reply: ModelReply; credits: number }> {
+): Promise<{ json: any; reply: ModelReply; settled: Promise<number> }> {
   const { model, local } = resolveHostedModel(body.model)
   const hold = await reserveCredits(options.payerId, estimatedCost(model, body))
   let json: any
@@ -188,8 +193,10 @@ export async function hostedCompletion(
   const answered = local ? LOCAL_DEV_MODEL : typeof json.model === 'string' ? json.model : model
   const content = contentOf(json)
   const usage = openAiUsage(json) ?? estimatedUsage(body, content)
-  const credits = await settle(hold, options, local, answered, usage)
-  return { json, reply: { content, model: answered, usage }, credits }
+  const settled = settle(hold, options, local, answered, usage)
+  // Awaited by the caller; this only keeps a failure from being "unhandled" meanwhile.
+  settled.catch(() => {})
+  return { json, reply: { content, model: answered, usage }, settled }
 }
 
 export interface HostedChunk {
