@@ -13,8 +13,8 @@ import type { TokenUsage } from '#chat/services/metering'
  * guarded UPDATE (one statement: concurrent requests can never take the
  * balance below zero, and a balance of 0 refuses even a free request, as
  * CONTRACT.md says); `settle` returns the hold and debits the real cost
- * through the ledger in one transaction, so every hosted request leaves
- * exactly one `llm` ledger entry.
+ * in one atomic step, so every hosted request leaves exactly one `llm`
+ * ledger entry.
  */
 export interface CreditHold {
   id: string
@@ -52,10 +52,59 @@ export async function reserveCredits(userId: string, credits: number): Promise<C
  * then holds: a reply longer than its hold never takes the balance below
  * zero; the shortfall is noted in the entry's metadata). Returns the
  * credits actually debited.
+ *
+ * The usual case (the balance plus the hold covers the cost) is one
+ * statement - one round trip and one commit on the hot path of every hosted
+ * request - with the ledger's own invariants: a guarded UPDATE of the
+ * balance and one `llm` entry carrying `balance_after`. The hold row is
+ * locked first, so the expiry job (which skips locked holds) can never
+ * return it twice. Otherwise the clamped debit goes through the ledger
+ * service in a transaction.
  */
 export async function settleHold(hold: CreditHold, charge: Charge): Promise<number> {
-  const debited = await db.transaction(async (trx) => {
-    // One statement: return the hold (if the expiry job has not already) and lock the balance.
+  const result = await db.rawQuery(
+    `with hold as (
+       select credits from chat_credit_holds where id = :holdId for update),
+     charged as (
+       update users
+          set ai_credits_balance = ai_credits_balance + coalesce((select credits from hold), 0) - :credits
+        where id = :userId
+          and ai_credits_balance + coalesce((select credits from hold), 0) >= :credits
+        returning ai_credits_balance),
+     released as (
+       delete from chat_credit_holds where id = :holdId and exists (select 1 from charged)
+       returning 1),
+     entry as (
+       insert into credit_ledger (id, user_id, kind, credits, balance_after, provider, model,
+                                  input_tokens, output_tokens, metadata, created_at)
+       select cast(:entryId as uuid), cast(:userId as uuid), 'llm', -cast(:credits as integer),
+              ai_credits_balance, :provider, :model, :inputTokens, :outputTokens,
+              cast(:metadata as jsonb), now()
+         from charged
+       returning balance_after)
+     select (select count(*) from released) as released, balance_after from entry`,
+    {
+      holdId: hold.id,
+      userId: hold.userId,
+      credits: charge.credits,
+      entryId: randomUUID(),
+      provider: charge.provider,
+      model: charge.model,
+      inputTokens: charge.usage.inputTokens,
+      outputTokens: charge.usage.outputTokens,
+      metadata: charge.metadata ? JSON.stringify(charge.metadata) : null,
+    }
+  )
+  if (result.rows.length > 0) {
+    authCache.forgetUser(hold.userId)
+    return charge.credits
+  }
+  return settleClamped(hold, charge)
+}
+
+/** The cost exceeds the balance plus the hold: debit what there is, through the ledger. */
+async function settleClamped(hold: CreditHold, charge: Charge): Promise<number> {
+  return db.transaction(async (trx) => {
     const balanceRow = await trx.rawQuery(
       `with released as (delete from chat_credit_holds where id = :holdId returning credits)
        update users set ai_credits_balance =
@@ -66,20 +115,17 @@ export async function settleHold(hold: CreditHold, charge: Charge): Promise<numb
     if (balanceRow.rows.length === 0) return 0
     const balance: number = balanceRow.rows[0].ai_credits_balance
     const credits = Math.min(charge.credits, balance)
-    const shortfall = charge.credits - credits
     await creditLedger.debit(hold.userId, credits, {
       kind: 'llm',
       provider: charge.provider,
       model: charge.model,
       inputTokens: charge.usage.inputTokens,
       outputTokens: charge.usage.outputTokens,
-      metadata:
-        shortfall > 0 ? { ...charge.metadata, uncoveredCredits: shortfall } : charge.metadata,
+      metadata: { ...charge.metadata, uncoveredCredits: charge.credits - credits },
       trx,
     })
     return credits
   })
-  return debited
 }
 
 /** Returns a hold without charging (the request never reached the model). */
