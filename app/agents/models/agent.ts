@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { beforeCreate, column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 
 /** Stored agent states (CONTRACT.md "Agent states stored"). */
 export const agentStatuses = ['active', 'stopped', 'paused', 'error'] as const
@@ -12,12 +12,8 @@ export type AgentStatus = (typeof agentStatuses)[number]
  * use the presenters of #agents/services/agent_presenter. The token columns
  * are never serialized: see #agents/services/agent_tokens.
  */
-export default class Agent extends BaseModel {
+export default class Agent extends UuidModel {
   static table = 'agents'
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
 
   @column()
   declare userId: string
@@ -70,7 +66,6 @@ export default class Agent extends BaseModel {
 
   @beforeCreate()
   static assignDefaults(agent: Agent) {
-    if (!agent.id) agent.id = randomUUID()
     if (!agent.status) agent.status = 'active'
     if (agent.messageCount === undefined) agent.messageCount = 0
     if (agent.config === undefined) agent.config = {}

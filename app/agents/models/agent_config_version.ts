@@ -1,17 +1,13 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 
 /**
  * One config version of an agent (also the spec's "config snapshot": its
  * `id` is the snapshot id). `config` is the full config, secrets encrypted.
  */
-export default class AgentConfigVersion extends BaseModel {
+export default class AgentConfigVersion extends UuidModel {
   static table = 'agent_config_versions'
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
 
   @column()
   declare agentId: string
@@ -27,9 +23,4 @@ export default class AgentConfigVersion extends BaseModel {
 
   @column.dateTime({ autoCreate: true })
   declare createdAt: DateTime
-
-  @beforeCreate()
-  static assignId(row: AgentConfigVersion) {
-    if (!row.id) row.id = randomUUID()
-  }
 }

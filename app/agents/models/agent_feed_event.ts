@@ -1,17 +1,13 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 
 export const feedEventTypes = ['status_change', 'error', 'message'] as const
 export type FeedEventType = (typeof feedEventTypes)[number]
 
 /** One event of an agent's activity feed. */
-export default class AgentFeedEvent extends BaseModel {
+export default class AgentFeedEvent extends UuidModel {
   static table = 'agent_feed_events'
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
 
   @column()
   declare agentId: string
@@ -24,9 +20,4 @@ export default class AgentFeedEvent extends BaseModel {
 
   @column.dateTime({ autoCreate: true })
   declare createdAt: DateTime
-
-  @beforeCreate()
-  static assignId(row: AgentFeedEvent) {
-    if (!row.id) row.id = randomUUID()
-  }
 }

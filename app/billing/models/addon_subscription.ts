@@ -1,15 +1,10 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 import type { AddonKey } from '#config/plans'
 
 /** One purchased agent pack: `extraAgents` more agents until `expiresAt`. */
-export default class AddonSubscription extends BaseModel {
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
-
+export default class AddonSubscription extends UuidModel {
   @column()
   declare userId: string
 
@@ -37,9 +32,4 @@ export default class AddonSubscription extends BaseModel {
 
   @column.dateTime({ autoCreate: true, autoUpdate: true })
   declare updatedAt: DateTime
-
-  @beforeCreate()
-  static assignId(row: AddonSubscription) {
-    row.id ??= randomUUID()
-  }
 }

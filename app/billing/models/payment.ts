@@ -1,16 +1,11 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 import type { AddonKey, BillingPeriod, TierKey } from '#config/plans'
 import type { PaymentToken } from '#billing/services/pricing'
 
 /** A verified on-chain payment; `signature` is unique (the replay guard). */
-export default class Payment extends BaseModel {
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
-
+export default class Payment extends UuidModel {
   @column()
   declare userId: string | null
 
@@ -59,9 +54,4 @@ export default class Payment extends BaseModel {
 
   @column.dateTime({ autoCreate: true, autoUpdate: true })
   declare updatedAt: DateTime
-
-  @beforeCreate()
-  static assignId(payment: Payment) {
-    payment.id ??= randomUUID()
-  }
 }

@@ -1,16 +1,11 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 import type { AddonKey, BillingPeriod, TierKey } from '#config/plans'
 import type { PaymentToken, Purchase } from '#billing/services/pricing'
 
 /** An exact payment amount offered to one account, matched on chain by its memo. */
-export default class Quote extends BaseModel {
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
-
+export default class Quote extends UuidModel {
   @column()
   declare userId: string
 
@@ -56,11 +51,6 @@ export default class Quote extends BaseModel {
 
   @column.dateTime({ autoCreate: true, autoUpdate: true })
   declare updatedAt: DateTime
-
-  @beforeCreate()
-  static assignId(quote: Quote) {
-    quote.id ??= randomUUID()
-  }
 
   get purchase(): Purchase {
     return {

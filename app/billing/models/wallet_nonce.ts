@@ -1,14 +1,9 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 
 /** A single-use challenge a wallet signs to be linked to the account (10 minutes). */
-export default class WalletNonce extends BaseModel {
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
-
+export default class WalletNonce extends UuidModel {
   @column()
   declare userId: string
 
@@ -27,9 +22,4 @@ export default class WalletNonce extends BaseModel {
 
   @column.dateTime({ autoCreate: true })
   declare createdAt: DateTime
-
-  @beforeCreate()
-  static assignId(row: WalletNonce) {
-    row.id ??= randomUUID()
-  }
 }

@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 
 /**
  * Kinds of balance change. Credits: `grant` (by an admin), `monthly` (tier
@@ -11,12 +11,8 @@ export type LedgerKind =
   'grant' | 'monthly' | 'purchase' | 'referral' | 'refund' | 'llm' | 'adjustment'
 
 /** One signed change of a user's AI Credit balance (+ credit, - debit). */
-export default class CreditLedgerEntry extends BaseModel {
+export default class CreditLedgerEntry extends UuidModel {
   static table = 'credit_ledger'
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
 
   @column()
   declare userId: string
@@ -58,9 +54,4 @@ export default class CreditLedgerEntry extends BaseModel {
 
   @column.dateTime({ autoCreate: true })
   declare createdAt: DateTime
-
-  @beforeCreate()
-  static assignId(entry: CreditLedgerEntry) {
-    if (!entry.id) entry.id = randomUUID()
-  }
 }

@@ -1,16 +1,11 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 
 export type DataExportStatus = 'processing' | 'ready' | 'failed'
 
 /** One personal data export job and, once ready, its ZIP under storage/exports. */
-export default class DataExport extends BaseModel {
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
-
+export default class DataExport extends UuidModel {
   @column()
   declare userId: string
 
@@ -34,9 +29,4 @@ export default class DataExport extends BaseModel {
 
   @column.dateTime()
   declare expiresAt: DateTime | null
-
-  @beforeCreate()
-  static assignId(entry: DataExport) {
-    if (!entry.id) entry.id = randomUUID()
-  }
 }

@@ -1,14 +1,9 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 
 /** An in-app notification for one user; unread while `readAt` is null. */
-export default class Notification extends BaseModel {
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
-
+export default class Notification extends UuidModel {
   @column()
   declare userId: string
 
@@ -26,9 +21,4 @@ export default class Notification extends BaseModel {
 
   @column.dateTime({ autoCreate: true })
   declare createdAt: DateTime
-
-  @beforeCreate()
-  static assignId(notification: Notification) {
-    if (!notification.id) notification.id = randomUUID()
-  }
 }

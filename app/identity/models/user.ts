@@ -1,13 +1,6 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import {
-  afterDelete,
-  afterSave,
-  BaseModel,
-  beforeCreate,
-  beforeSave,
-  column,
-} from '@adonisjs/lucid/orm'
+import { afterDelete, afterSave, beforeCreate, beforeSave, column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 import { type TierKey, tierPlan } from '#config/plans'
 import { ApiKeyTokensProvider } from '#identity/services/api_key_tokens_provider'
 import { authCache } from '#identity/services/auth_cache'
@@ -25,14 +18,9 @@ export function isRole(value: unknown): value is Role {
  * sees a plain password by accident). `aiCreditsBalance` is changed only by
  * the credit ledger, inside the transaction that writes the ledger entry.
  */
-export default class User extends BaseModel {
-  static selfAssignPrimaryKey = true
-
+export default class User extends UuidModel {
   /** API keys: the auth package's access tokens, `hk_` prefix, stored hashed. */
   static apiKeys = new ApiKeyTokensProvider(User)
-
-  @column({ isPrimary: true })
-  declare id: string
 
   @column()
   declare email: string
@@ -79,7 +67,6 @@ export default class User extends BaseModel {
 
   @beforeCreate()
   static assignId(user: User) {
-    if (!user.id) user.id = randomUUID()
     if (!user.role) user.role = 'user'
     if (!user.tier) user.tier = 'free'
     if (user.aiCreditsBalance === undefined) user.aiCreditsBalance = 0

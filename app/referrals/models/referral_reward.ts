@@ -1,14 +1,9 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 
 /** A paid referral: both sides got `creditsEach` AI Credits once. */
-export default class ReferralReward extends BaseModel {
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
-
+export default class ReferralReward extends UuidModel {
   @column()
   declare referrerId: string | null
 
@@ -20,9 +15,4 @@ export default class ReferralReward extends BaseModel {
 
   @column.dateTime({ autoCreate: true })
   declare createdAt: DateTime
-
-  @beforeCreate()
-  static assignId(row: ReferralReward) {
-    row.id ??= randomUUID()
-  }
 }

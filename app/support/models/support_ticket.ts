@@ -1,18 +1,13 @@
-import { randomUUID } from 'node:crypto'
 import { DateTime } from 'luxon'
-import { BaseModel, beforeCreate, column } from '@adonisjs/lucid/orm'
+import { beforeCreate, column } from '@adonisjs/lucid/orm'
+import { UuidModel } from '#core/database/uuid_model'
 
 export const ticketCategories = ['technical', 'billing', 'account', 'other'] as const
 export type TicketCategory = (typeof ticketCategories)[number]
 export type TicketStatus = 'open' | 'pending' | 'closed'
 
 /** A support request from an account holder. */
-export default class SupportTicket extends BaseModel {
-  static selfAssignPrimaryKey = true
-
-  @column({ isPrimary: true })
-  declare id: string
-
+export default class SupportTicket extends UuidModel {
   @column()
   declare userId: string
 
@@ -36,7 +31,6 @@ export default class SupportTicket extends BaseModel {
 
   @beforeCreate()
   static assignId(ticket: SupportTicket) {
-    if (!ticket.id) ticket.id = randomUUID()
     if (!ticket.status) ticket.status = 'open'
   }
 }
