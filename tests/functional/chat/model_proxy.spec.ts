@@ -276,6 +276,25 @@ test.group('Model proxy: forwarding to MODEL_API_URL and metering', (group) => {
     assert.lengthOf(await db.from('chat_credit_holds').where('user_id', owner.id), 0)
   })
 
+  test('a cost beyond hold + balance takes the balance to 0, never below, and notes the shortfall', async ({
+    assert,
+  }) => {
+    // Hold: about 40 prompt tokens + 16 output tokens (max_tokens) = well under 100 credits.
+    const { owner, token } = await proxyAgent(100)
+    upstream.set({ usage: { prompt_tokens: 500, completion_tokens: 10 } })
+    const response = await completions(token, {
+      model: 'metered-model',
+      max_tokens: 16,
+      messages: [{ role: 'user', content: 'under-estimated' }],
+    })
+    assert.equal(response.status, 200)
+    assert.equal(await creditsOf(owner), 0)
+    const [entry] = await llmEntries(owner.id)
+    assert.deepInclude(entry, { credits: -100, balance_after: 0, input_tokens: 500 })
+    assert.equal(entry.metadata.uncoveredCredits, 520 - 100)
+    assert.lengthOf(await db.from('chat_credit_holds').where('user_id', owner.id), 0)
+  })
+
   test('concurrent proxy requests can never overspend the balance', async ({ assert }) => {
     // Each request: hold and cost of exactly 1 credit; 25 requests on 8 credits.
     upstream.set({ usage: { prompt_tokens: 5, completion_tokens: 5 }, replyDelayMs: 20 })
