@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, symlink } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
+import { TRAVERSAL_PATHS, plantEscapeLinks } from '#tests/helpers/traversal'
 import type User from '#identity/models/user'
 import { createUser, jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
@@ -14,29 +15,6 @@ import {
 } from '#tests/helpers/agents_http'
 
 const users: User[] = []
-
-/** Every traversal form the runtime refuses, sent through each HTTP route. */
-const TRAVERSALS = [
-  '..',
-  '../state/fixture.json',
-  '../../',
-  'docs/../../state/fixture.json',
-  '/../state/fixture.json',
-  '..\\state\\fixture.json',
-  '/etc/passwd',
-  '/proc/self/environ',
-  'notes\u0000.txt',
-  '%2e%2e/state/fixture.json',
-  '%2e%2e%2fstate%2ffixture.json',
-  '..%2fstate',
-  '%252e%252e%252fstate',
-  '%c0%ae%c0%ae/state',
-  'outside-dir/passwd',
-  'outside-dir',
-  'outside-file',
-  'dangling/new.txt',
-  'nested/escape/fixture.json',
-]
 
 test.group('Agents: container files through HTTP', (group) => {
   let owner: User
@@ -61,13 +39,7 @@ test.group('Agents: container files through HTTP', (group) => {
     agentId = body.data.id
     files = `/agents/${agentId}/container-files`
     await waitUntilServing(agentId)
-    // Links an agent (or a user through it) could plant in its workspace.
-    const folders = foldersOf(agentId)
-    await symlink('/etc', join(folders.workspace, 'outside-dir'))
-    await symlink(join(folders.state, 'fixture.json'), join(folders.workspace, 'outside-file'))
-    await symlink(`/tmp/agent-host-nowhere-${agentId}`, join(folders.workspace, 'dangling'))
-    await mkdir(join(folders.workspace, 'nested'))
-    await symlink(folders.state, join(folders.workspace, 'nested', 'escape'))
+    await plantEscapeLinks(foldersOf(agentId), agentId)
     return () => removeAgentsOf(...users)
   })
 
@@ -171,7 +143,7 @@ test.group('Agents: container files through HTTP', (group) => {
     assert.isTrue(existsSync(join(foldersOf(agentId).workspace, 'SOUL.md')))
   })
 
-  for (const [index, path] of TRAVERSALS.entries()) {
+  for (const [index, path] of TRAVERSAL_PATHS.entries()) {
     test(`traversal ${index + 1}: ${JSON.stringify(path)} is 403 on every route`, async ({
       client,
       assert,

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises'
+import { readFile, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
+import { TRAVERSAL_PATHS, plantEscapeLinks } from '#tests/helpers/traversal'
 import {
   ForbiddenException,
   NotFoundException,
@@ -11,29 +12,6 @@ import {
 import { agentPaths } from '#runtime/agent_paths'
 import type { WorkspaceFiles } from '#runtime/types'
 import { fixtureSpec, processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
-
-const TRAVERSALS = [
-  '..',
-  '../state/fixture.json',
-  '../../',
-  'docs/../../state/fixture.json',
-  '/../state/fixture.json',
-  '..\\state\\fixture.json',
-  '/etc/passwd',
-  '/proc/self/environ',
-  'notes\u0000.txt',
-  '%2e%2e/state/fixture.json',
-  '%2e%2e%2fstate%2ffixture.json',
-  '..%2fstate',
-  '%252e%252e%252fstate',
-  '%c0%ae%c0%ae/state',
-  'outside-dir/passwd',
-  'outside-dir',
-  'outside-file',
-  'dangling',
-  'dangling/new.txt',
-  'nested/escape/fixture.json',
-]
 
 test.group('Runtime / workspace files through the process driver', (group) => {
   let harness: RuntimeHarness
@@ -49,12 +27,7 @@ test.group('Runtime / workspace files through the process driver', (group) => {
     files = await harness.runtime.files(agentId)
     const paths = agentPaths(harness.agentsDir, agentId)
     workspace = paths.workspace
-    // Symlinks an agent (or a user through it) could plant in its workspace.
-    await symlink('/etc', join(workspace, 'outside-dir'))
-    await symlink(join(paths.state, 'fixture.json'), join(workspace, 'outside-file'))
-    await symlink('/tmp/agent-host-does-not-exist-' + agentId, join(workspace, 'dangling'))
-    await mkdir(join(workspace, 'nested'))
-    await symlink(paths.state, join(workspace, 'nested', 'escape'))
+    await plantEscapeLinks(paths, agentId)
     return () => harness.cleanup()
   })
 
@@ -128,7 +101,7 @@ test.group('Runtime / workspace files through the process driver', (group) => {
     assert.isTrue(existsSync(join(workspace, 'inside', 'target.txt')))
   })
 
-  for (const path of TRAVERSALS) {
+  for (const path of TRAVERSAL_PATHS) {
     test(`refuses ${JSON.stringify(path)} for every operation`, async ({ assert }) => {
       for (const operation of [
         () => files.list(path),
