@@ -10,6 +10,7 @@ import { isUuid } from '#agents/services/agent_access'
 import {
   authenticateBearer,
   bearerFromHeader,
+  loadUser,
   type AuthenticatedIdentity,
 } from '#identity/services/token_authenticator'
 import quotaService from '#identity/services/quota_service'
@@ -40,12 +41,17 @@ export const WS_CLOSE = { badCredential: 4401, forbidden: 4403, unknownAgent: 44
 const PATH = /^\/agents\/([^/?#]+)\/ws\/?(?:\?.*)?$/
 const BEARER_PROTOCOL = 'bearer.'
 
+/** Kept small: thousands of idle sockets hold one each. */
 interface SocketState {
   alive: boolean
-  identity: AuthenticatedIdentity
+  userId: string
+  /** Chat messages count against the daily quota when the socket was opened with an API key. */
+  metered: boolean
   agentId: string
-  queue: Promise<void>
-  abort: AbortController
+  /** The message being answered (and those queued behind it). */
+  queue: Promise<void> | null
+  /** Aborts the model call in flight when the socket closes. */
+  abort: AbortController | null
 }
 
 function send(ws: WebSocket, message: unknown) {
@@ -182,28 +188,39 @@ export class ChatSocketServer {
   #open(req: IncomingMessage, socket: Duplex, head: Buffer, admission: Admission) {
     if (socket.destroyed) return
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      if (!admission.ok) {
+      if (admission.ok) {
+        this.#accept(ws, {
+          alive: true,
+          userId: admission.identity.user.id,
+          metered: admission.identity.via === 'api_key',
+          agentId: admission.agentId,
+          queue: null,
+          abort: null,
+        })
+      } else {
         ws.close(admission.code, admission.reason.slice(0, 120))
-        return
       }
-      const state: SocketState = {
-        alive: true,
-        identity: admission.identity,
-        agentId: admission.agentId,
-        queue: Promise.resolve(),
-        abort: new AbortController(),
-      }
-      this.#states.set(ws, state)
-      ws.on('pong', () => {
-        state.alive = true
-      })
-      ws.on('message', (data, isBinary) => {
-        state.alive = true
-        state.queue = state.queue.then(() => this.#handle(ws, state, data, isBinary))
-      })
-      ws.on('close', () => state.abort.abort(new Error('socket closed')))
-      ws.on('error', () => {})
     })
+  }
+
+  /** Listeners are made here, apart from the upgrade's scope, so a socket keeps only its state. */
+  #accept(ws: WebSocket, state: SocketState) {
+    this.#states.set(ws, state)
+    ws.on('pong', () => {
+      state.alive = true
+    })
+    ws.on('message', (data, isBinary) => {
+      state.alive = true
+      const previous = state.queue ?? Promise.resolve()
+      const current = previous.then(() => this.#handle(ws, state, data, isBinary))
+      state.queue = current
+      // Drop the chain once idle, so an idle socket holds no promise.
+      void current.then(() => {
+        if (state.queue === current) state.queue = null
+      })
+    })
+    ws.on('close', () => state.abort?.abort(new Error('socket closed')))
+    ws.on('error', () => {})
   }
 
   async #handle(ws: WebSocket, state: SocketState, data: unknown, isBinary: boolean) {
@@ -224,8 +241,13 @@ export class ChatSocketServer {
       )
     }
     try {
-      const user = state.identity.user
-      if (state.identity.via === 'api_key') {
+      const user = await loadUser(state.userId)
+      if (!user || user.disabledAt) {
+        sendError(ws, 'AUTH_REQUIRED', 'Invalid or expired credential')
+        ws.close(WS_CLOSE.badCredential, 'Invalid or expired credential')
+        return
+      }
+      if (state.metered) {
         const quota = await quotaService.consume(user)
         if (!quota.allowed) {
           return sendError(
@@ -241,6 +263,7 @@ export class ChatSocketServer {
         ws.close(WS_CLOSE.unknownAgent, 'Agent not found')
         return
       }
+      state.abort = new AbortController()
       const answer = await chatWithAgent(agent, message.payload ?? {}, {
         source: 'websocket',
         signal: state.abort.signal,
@@ -251,6 +274,8 @@ export class ChatSocketServer {
       const mapped = mapError(error)
       if (mapped.unexpected) logger.error({ err: error }, 'chat websocket: message failed')
       sendError(ws, mapped.body.code, mapped.body.error)
+    } finally {
+      state.abort = null
     }
   }
 }
