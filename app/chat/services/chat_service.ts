@@ -277,10 +277,13 @@ export async function chatWithAgent(
     reply.settled,
   ])
   if (stored) {
-    recordFeedEvent(agent.id, {
-      type: 'message',
-      content: feedSnippet(options.source, request.message),
-    }).catch((error) => logger.warn({ agentId: agent.id, err: error }, 'chat: feed event lost'))
+    // After the answer is on its way: the feed is not on the reply's path.
+    setImmediate(() =>
+      recordFeedEvent(agent.id, {
+        type: 'message',
+        content: feedSnippet(options.source, request.message),
+      }).catch((error) => logger.warn({ agentId: agent.id, err: error }, 'chat: feed event lost'))
+    )
   }
   return { content: reply.content, model: reply.model }
 }
