@@ -3,7 +3,8 @@ import logger from '@adonisjs/core/services/logger'
 import { mapError } from '#core/http/error_envelope'
 import { ownedAgent } from '#agents/services/agent_access'
 import { ChatAbortedError, chatWithAgent, testChat } from '#chat/services/chat_service'
-import { SseStream, abortOnDisconnect } from '#chat/services/sse_stream'
+import { chatConfig } from '#config/chat'
+import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
 import { idempotentJson } from '#chat/services/idempotent_route'
 import {
   IDEMPOTENCY_HEADER,
@@ -42,7 +43,7 @@ export default class ChatController {
     const user = ctx.auth.getUserOrFail()
     const agent = await ownedAgent(user, ctx.params.id)
     const body = ctx.request.body()
-    const sse = new SseStream(ctx)
+    const sse = new SseStream(ctx, { heartbeatMs: chatConfig.sseHeartbeatMs })
 
     const key = idempotencyKeyOf(ctx.request.header(IDEMPOTENCY_HEADER))
     let ticket: IdempotencyTicket | undefined

@@ -8,7 +8,8 @@ import { bearerFromHeader } from '#identity/services/token_authenticator'
 import { hostedCompletion, openHostedStream } from '#chat/services/model_proxy'
 import { localDevModelEntry } from '#chat/services/local_dev_model'
 import { upstreamRequest } from '#chat/services/upstream_http'
-import { SseStream, abortOnDisconnect } from '#chat/services/sse_stream'
+import { chatConfig } from '#config/chat'
+import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
 import { writeRawJson } from '#chat/services/raw_json'
 
 async function proxyAgent(ctx: HttpContext) {
@@ -65,7 +66,7 @@ export default class ModelProxyController {
 
     const wantsUsage = body.stream_options?.include_usage === true
     const stream = await openHostedStream(body, options)
-    const sse = new SseStream(ctx)
+    const sse = new SseStream(ctx, { heartbeatMs: chatConfig.sseHeartbeatMs })
     try {
       sse.open()
       for await (const chunk of stream.chunks()) {

@@ -5,7 +5,7 @@ import { NotFoundException, RateLimitExceededException } from '#core/exceptions/
 import { ownedAgent } from '#agents/services/agent_access'
 import { agentForWebhookToken, webhookUrlOf } from '#agents/services/agent_tokens'
 import { chatWithAgent } from '#chat/services/chat_service'
-import { abortOnDisconnect } from '#chat/services/sse_stream'
+import { abortOnDisconnect } from '#core/http/sse_stream'
 import { idempotentJson } from '#chat/services/idempotent_route'
 
 export default class WebhooksController {

@@ -1,5 +1,8 @@
+import { once } from 'node:events'
 import type { HttpContext } from '@adonisjs/core/http'
-import { chatConfig } from '#config/chat'
+
+/** Comment line sent this often so proxies keep an idle stream open. */
+export const SSE_HEARTBEAT_MS = 15_000
 
 /**
  * A `text/event-stream` answer written straight to the Node response (no
@@ -12,7 +15,10 @@ export class SseStream {
   #heartbeat?: NodeJS.Timeout
   #opened = false
 
-  constructor(private readonly ctx: HttpContext) {}
+  constructor(
+    private readonly ctx: HttpContext,
+    private readonly options: { heartbeatMs?: number } = {}
+  ) {}
 
   get opened(): boolean {
     return this.#opened
@@ -37,7 +43,10 @@ export class SseStream {
     })
     raw.flushHeaders()
     raw.socket?.setNoDelay(true)
-    this.#heartbeat = setInterval(() => this.comment('heartbeat'), chatConfig.sseHeartbeatMs)
+    this.#heartbeat = setInterval(
+      () => this.comment('heartbeat'),
+      this.options.heartbeatMs ?? SSE_HEARTBEAT_MS
+    )
     this.#heartbeat.unref()
     raw.once('close', () => clearInterval(this.#heartbeat))
   }
@@ -54,6 +63,28 @@ export class SseStream {
   /** One `data:` event with a payload that is already a single line (JSON). */
   sendData(data: string): void {
     if (!this.closed) this.ctx.response.response.write(`data: ${data}\n\n`)
+  }
+
+  /**
+   * One event whose `data:` lines are the lines of `text` (log lines may hold
+   * line breaks). Resolves once the socket takes more, so a fast producer
+   * cannot fill memory behind a slow client.
+   */
+  async sendText(text: string, signal?: AbortSignal): Promise<void> {
+    if (this.closed) return
+    const event = text
+      .split(/\r?\n|\r/)
+      .map((part) => `data: ${part}`)
+      .join('\n')
+    const raw = this.ctx.response.response
+    if (!raw.write(`${event}\n\n`)) {
+      await once(raw, 'drain', { signal }).catch(() => {})
+    }
+  }
+
+  /** A named event (`event: name`), for failures in line-based streams. */
+  event(name: string, data: string): void {
+    if (!this.closed) this.ctx.response.response.write(`event: ${name}\ndata: ${data}\n\n`)
   }
 
   /** `data: [DONE]` and the end of the answer. */
