@@ -1,5 +1,7 @@
 import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
+import { apiKeyAuth } from '#identity/middleware/auth_middleware'
+import { dailyQuota } from '#identity/middleware/quota_middleware'
 import { registerIdentityExportSections } from '#identity/services/identity_export_sections'
 
 const AuthController = () => import('#identity/controllers/auth_controller')
@@ -46,4 +48,5 @@ router
   })
   .prefix('/api/v1')
   .as('api.v1')
-  .use([middleware.auth({ guards: ['api'] }), middleware.quota()])
+  // The function forms of auth({ guards: ['api'] }) and quota(): no container lookup per request.
+  .use([apiKeyAuth, dailyQuota])

@@ -1,5 +1,6 @@
 import type { HttpContext } from '@adonisjs/core/http'
 import type User from '#identity/models/user'
+import { requestIdentity } from '#identity/guards/bearer_guard'
 import quotaService from '#identity/services/quota_service'
 
 export default class ProgrammaticController {
@@ -9,15 +10,16 @@ export default class ProgrammaticController {
    * @description API key. `platformCredits` is a legacy field, always 0.
    * @responseBody 200 - {"success":true,"data":{"id":"3f6c...","walletAddress":null,"referralCode":"K7QX2M9PAB","platformCredits":0,"aiCreditsBalance":500,"createdAt":"2025-01-01T00:00:00.000Z"}}
    */
-  async me({ auth }: HttpContext) {
-    const user = auth.getUserOrFail() as User
+  async me(ctx: HttpContext) {
+    // From the users row: no model is built for this hot read.
+    const { row } = requestIdentity(ctx)
     return {
-      id: user.id,
-      walletAddress: user.walletAddress,
-      referralCode: user.referralCode,
+      id: row.id,
+      walletAddress: row.wallet_address,
+      referralCode: row.referral_code,
       platformCredits: 0,
-      aiCreditsBalance: user.aiCreditsBalance,
-      createdAt: user.createdAt.toUTC().toISO(),
+      aiCreditsBalance: row.ai_credits_balance,
+      createdAt: new Date(row.created_at as Date | string).toISOString(),
     }
   }
 

@@ -5,6 +5,7 @@ import type User from '#identity/models/user'
 import { AuthRequiredException } from '#core/exceptions/api_exceptions'
 import {
   authenticateBearer,
+  type AuthenticatedIdentity,
   bearerFromHeader,
   type CredentialKind,
 } from '#identity/services/token_authenticator'
@@ -21,7 +22,8 @@ export class BearerGuard implements GuardContract<User> {
   readonly driverName: string
   authenticationAttempted = false
   isAuthenticated = false
-  user?: User
+  /** What authenticated this request: the users row, the key, the model on demand. */
+  identity?: AuthenticatedIdentity
   /** The API key that authenticated this request (api guard). */
   apiKeyId: string | null = null
   /** Why the last attempt failed, for a precise 401 message. */
@@ -35,15 +37,24 @@ export class BearerGuard implements GuardContract<User> {
   }
 
   async authenticate(): Promise<User> {
-    if (this.authenticationAttempted) return this.getUserOrFail()
+    await this.authenticateIdentity()
+    return this.getUserOrFail()
+  }
+
+  /** Like `authenticate`, without building the model (hot paths read the row). */
+  async authenticateIdentity(): Promise<AuthenticatedIdentity> {
+    if (this.authenticationAttempted) {
+      if (!this.identity) throw this.failure ?? new AuthRequiredException()
+      return this.identity
+    }
     this.authenticationAttempted = true
     try {
       const token = bearerFromHeader(this.ctx.request.header('authorization'))
       const identity = await authenticateBearer(token, { allow: [this.kind] })
-      this.user = identity.user
+      this.identity = identity
       this.apiKeyId = identity.apiKeyId
       this.isAuthenticated = true
-      return identity.user
+      return identity
     } catch (error) {
       if (error instanceof AuthRequiredException) this.failure = error
       throw error
@@ -52,12 +63,17 @@ export class BearerGuard implements GuardContract<User> {
 
   async check(): Promise<boolean> {
     try {
-      await this.authenticate()
+      await this.authenticateIdentity()
       return true
     } catch (error) {
       if (error instanceof AuthRequiredException) return false
       throw error
     }
+  }
+
+  /** The model is built on first access (see token_authenticator). */
+  get user(): User | undefined {
+    return this.identity?.user
   }
 
   getUserOrFail(): User {
@@ -68,6 +84,17 @@ export class BearerGuard implements GuardContract<User> {
   async authenticateAsClient(): Promise<AuthClientResponse> {
     throw new Error('Use tests/helpers/identity (jwtFor, apiKeyFor) to authenticate test clients')
   }
+}
+
+/**
+ * The identity the request was authenticated with (after `auth`), for code
+ * that needs only the users row: no model is built.
+ */
+export function requestIdentity(ctx: HttpContext): AuthenticatedIdentity {
+  const name = ctx.auth.authenticatedViaGuard
+  const guard = name ? ctx.auth.use(name) : undefined
+  if (guard instanceof BearerGuard && guard.identity) return guard.identity
+  throw new AuthRequiredException()
 }
 
 /** Guard factory for config/auth.ts. */

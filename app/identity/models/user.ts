@@ -13,6 +13,24 @@ export function isRole(value: unknown): value is Role {
 }
 
 /**
+ * The tier an account enjoys now: a paid tier whose subscription has run
+ * out counts as free (lifetime tiers have no expiry). Shared by the model
+ * and the hot path that reads the plain users row.
+ */
+export function effectiveTier(tier: TierKey, subscriptionExpiresAtMs: number | null): TierKey {
+  if (tier === 'free') return 'free'
+  if (tierPlan(tier).lifetime) return tier
+  if (subscriptionExpiresAtMs !== null && subscriptionExpiresAtMs <= Date.now()) return 'free'
+  return tier
+}
+
+/** effectiveTier of a raw users row (as the auth cache holds it). */
+export function effectiveTierOfRow(row: Readonly<Record<string, unknown>>): TierKey {
+  const expires = row.subscription_expires_at as Date | string | null | undefined
+  return effectiveTier(row.tier as TierKey, expires ? new Date(expires).getTime() : null)
+}
+
+/**
  * An account. `email` is kept lower-case; `password` holds the scrypt hash
  * (hashing happens in the account service, never here, so the model never
  * sees a plain password by accident). `aiCreditsBalance` is changed only by
@@ -93,9 +111,6 @@ export default class User extends UuidModel {
    * out counts as free (lifetime tiers have no expiry).
    */
   get effectiveTier(): TierKey {
-    if (this.tier === 'free') return 'free'
-    if (tierPlan(this.tier).lifetime) return this.tier
-    if (this.subscriptionExpiresAt && this.subscriptionExpiresAt <= DateTime.now()) return 'free'
-    return this.tier
+    return effectiveTier(this.tier, this.subscriptionExpiresAt?.toMillis() ?? null)
   }
 }

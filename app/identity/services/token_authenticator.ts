@@ -10,10 +10,35 @@ import { verifyJwt } from '#identity/services/jwt'
 export type CredentialKind = 'jwt' | 'api_key'
 
 export interface AuthenticatedIdentity {
-  user: User
+  /** The account as a model, hydrated on first access from `row`. */
+  readonly user: User
+  /** The users row (a cached snapshot: never mutate it). */
+  row: Readonly<Record<string, unknown>>
   via: CredentialKind
   /** The API key used, when `via` is `api_key`. */
   apiKeyId: string | null
+}
+
+/**
+ * Hot paths (the /api/v1 middleware, GET /api/v1/me) read the row; a model
+ * is built only for code that asks for `user`, since hydrating one per
+ * request costs more than the rest of the authentication.
+ */
+function identity(
+  row: Readonly<Record<string, unknown>>,
+  via: CredentialKind,
+  apiKeyId: string | null
+): AuthenticatedIdentity {
+  let user: User | undefined
+  return {
+    row,
+    via,
+    apiKeyId,
+    get user() {
+      user ??= User.$createFromAdapterResult(row) as User
+      return user
+    },
+  }
 }
 
 const MESSAGES = {
@@ -36,8 +61,8 @@ export function credentialKind(token: string): CredentialKind {
   return token.startsWith(API_KEY_PREFIX) ? 'api_key' : 'jwt'
 }
 
-/** A user by id through the auth cache (a fresh model instance each time). */
-export async function loadUser(id: string): Promise<User | null> {
+/** A users row by id through the auth cache. */
+async function loadUserRow(id: string): Promise<Record<string, unknown> | null> {
   if (!isUuid(id)) return null
   let row = authCache.user(id)
   if (!row) {
@@ -46,12 +71,18 @@ export async function loadUser(id: string): Promise<User | null> {
     if (!row) return null
     authCache.storeUser(row, readStartedAt)
   }
-  return User.$createFromAdapterResult(row) as User
+  return row
 }
 
-async function userFromJwt(token: string): Promise<User | null> {
+/** A user by id through the auth cache (a fresh model instance each time). */
+export async function loadUser(id: string): Promise<User | null> {
+  const row = await loadUserRow(id)
+  return row ? (User.$createFromAdapterResult(row) as User) : null
+}
+
+async function userRowFromJwt(token: string) {
   const claims = verifyJwt(token)
-  return claims ? loadUser(claims.sub) : null
+  return claims ? loadUserRow(claims.sub) : null
 }
 
 /**
@@ -74,18 +105,21 @@ export async function authenticateBearer(
     )
   }
 
-  let user: User | null = null
+  let row: Record<string, unknown> | null = null
   let apiKeyId: string | null = null
   if (kind === 'api_key') {
     const verified = await User.apiKeys.verifyWithUser(new Secret(token))
     if (verified) {
-      user = User.$createFromAdapterResult(verified.userRow) as User
+      row = verified.userRow
       apiKeyId = String(verified.token.identifier)
     }
   } else {
-    user = await userFromJwt(token)
+    row = await userRowFromJwt(token)
   }
 
-  if (!user || user.disabledAt) throw new AuthRequiredException(MESSAGES.invalid)
-  return { user, via: kind, apiKeyId }
+  // disabled_at as the model would see it: any non-null value locks the account.
+  if (!row || (row.disabled_at !== null && row.disabled_at !== undefined)) {
+    throw new AuthRequiredException(MESSAGES.invalid)
+  }
+  return identity(row, kind, apiKeyId)
 }
