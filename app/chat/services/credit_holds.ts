@@ -46,14 +46,18 @@ export async function reserveCredits(userId: string, credits: number): Promise<C
        update users set ai_credits_balance = ai_credits_balance - :credits
         where id = :userId and ai_credits_balance >= greatest(:credits, 1)
           and (select setting from relaxed) is not null
-        returning id)
-     insert into chat_credit_holds (id, user_id, credits, created_at, expires_at)
-     select :id, id, :credits, now(), now() + (:ttl || ' milliseconds')::interval from taken
-     returning id`,
+        returning id, ai_credits_balance),
+     held as (
+       insert into chat_credit_holds (id, user_id, credits, created_at, expires_at)
+       select :id, id, :credits, now(), now() + (:ttl || ' milliseconds')::interval from taken
+       returning id)
+     select taken.ai_credits_balance as balance, txid_current()::text as txid
+       from held cross join taken`,
     { id, userId, credits, ttl: String(modelProxyConfig.holdTtlMs) }
   )
   if (result.rows.length === 0) throw new InsufficientCreditsException()
-  if (credits > 0) authCache.forgetUser(userId)
+  const row = result.rows[0] as { balance: number; txid: string }
+  if (credits > 0) authCache.balanceChanged(userId, row.balance, row.txid)
   return { id, userId, credits }
 }
 
@@ -92,7 +96,9 @@ export async function settleHold(hold: CreditHold, charge: Charge): Promise<numb
               cast(:metadata as jsonb), now()
          from charged
        returning balance_after)
-     select (select count(*) from released) as released, balance_after from entry`,
+     select (select count(*) from released) as released, balance_after,
+            txid_current()::text as txid
+       from entry`,
     {
       holdId: hold.id,
       userId: hold.userId,
@@ -106,7 +112,8 @@ export async function settleHold(hold: CreditHold, charge: Charge): Promise<numb
     }
   )
   if (result.rows.length > 0) {
-    authCache.forgetUser(hold.userId)
+    const row = result.rows[0] as { balance_after: number; txid: string }
+    authCache.balanceChanged(hold.userId, row.balance_after, row.txid)
     return charge.credits
   }
   return settleClamped(hold, charge)

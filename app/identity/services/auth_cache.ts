@@ -65,12 +65,35 @@ function put<T>(map: Map<string, Entry<T>>, id: string, value: T) {
 
 let prunedAt = 0
 
+/**
+ * Transactions whose balance announcement (NOTIFY `b:`) this instance has
+ * processed, with when: kept 10 s, in arrival order.
+ */
+const announcedTxids = new Map<string, number>()
+
+/** An in-flight read of `id` must not store what it read (it may predate a change). */
+function markChanged(id: string, now: number) {
+  evictedAt.delete(id)
+  evictedAt.set(id, now)
+}
+
+/** Replaces the cached row's balance (rows are shared snapshots: never mutated). */
+function setBalance(id: string, balance: number) {
+  const now = Date.now()
+  markChanged(id, now)
+  const entry = users.get(id)
+  if (entry)
+    users.set(id, {
+      value: { ...entry.value, ai_credits_balance: balance },
+      storedAt: entry.storedAt,
+    })
+}
+
 function evict(id: string) {
   const now = Date.now()
   users.delete(id)
   keys.delete(id)
-  evictedAt.delete(id)
-  evictedAt.set(id, now)
+  markChanged(id, now)
   // Eviction marks only matter for reads in flight: keep them for 10 s.
   // The map is in eviction order, so pruning stops at the first recent one.
   if (evictedAt.size > MAX_ENTRIES && now - prunedAt > 1000) {
@@ -110,6 +133,37 @@ export const authCache = {
   /** A users row changed or was deleted (in `trx`, when given). */
   forgetUser(id: string, trx?: TransactionClientContract) {
     afterCommit(trx, () => evict(id))
+  },
+
+  /**
+   * The listener: a transaction `txid` changed only the balance of users
+   * row `id` to `balance`. Announcements arrive in commit order, so the
+   * latest one processed is the current balance.
+   */
+  balanceAnnounced(id: string, balance: number, txid: string) {
+    const now = Date.now()
+    announcedTxids.set(txid, now)
+    if (announcedTxids.size > 1000) {
+      for (const [seen, at] of announcedTxids) {
+        if (at >= now - 10_000) break
+        announcedTxids.delete(seen)
+      }
+    }
+    setBalance(id, balance)
+  },
+
+  /**
+   * This process committed transaction `txid`, which changed only the
+   * balance of `id` to `balance` (read your own writes at once, without
+   * waiting for the announcement). When the announcement was processed
+   * already, later ones may have been too, so the cache is left as it is:
+   * it holds this balance or a newer one. Otherwise nothing later than this
+   * commit can have been processed, and its own announcement is still to
+   * come (it rewrites the same value).
+   */
+  balanceChanged(id: string, balance: number, txid: string) {
+    if (announcedTxids.has(txid)) return
+    setBalance(id, balance)
   },
 
   /** An api_keys row changed or was deleted. */

@@ -1,7 +1,7 @@
 import pg from 'pg'
 import { authCache } from '#identity/services/auth_cache'
 
-/** Channel the identity triggers NOTIFY on (payload `u:<id>` or `k:<id>`). */
+/** Channel the identity triggers NOTIFY on (payload `u:<id>`, `k:<id>` or `b:<id>:<balance>:<txid>`). */
 export const IDENTITY_CHANNEL = 'identity_cache'
 
 const RETRY_MS = 1000
@@ -32,7 +32,11 @@ export class AuthCacheListener {
     client.on('notification', (message) => {
       const payload = message.payload ?? ''
       const id = payload.slice(2)
-      if (payload.startsWith('u:')) authCache.forgetUser(id)
+      if (payload.startsWith('b:')) {
+        // b:<user id>:<balance>:<txid> (only the balance changed)
+        const [userId, balance, txid] = id.split(':')
+        authCache.balanceAnnounced(userId, Number(balance), txid)
+      } else if (payload.startsWith('u:')) authCache.forgetUser(id)
       else if (payload.startsWith('k:')) authCache.forgetApiKey(id)
     })
     client.on('error', (error) => this.#lost(client, error))

@@ -39,6 +39,22 @@ test.group('Auth cache invalidation', () => {
     assert.equal(after.body().data.aiCreditsBalance, 60)
   })
 
+  test('a raw SQL balance change updates the cached row in place (no reload)', async ({
+    client,
+    assert,
+  }) => {
+    const user = await createUser({ credits: 100 })
+    const key = await apiKeyFor(user)
+    const before = await client.get('/api/v1/me').bearerToken(key)
+    assert.equal(before.body().data.aiCreditsBalance, 100)
+    assert.equal(authCache.user(user.id)?.ai_credits_balance, 100)
+
+    await db.from('users').where('id', user.id).update({ ai_credits_balance: 75 })
+    assert.isTrue(await eventually(async () => authCache.user(user.id)?.ai_credits_balance === 75))
+    const after = await client.get('/api/v1/me').bearerToken(key)
+    assert.equal(after.body().data.aiCreditsBalance, 75)
+  })
+
   test('a raw SQL change of the user (another instance, another tool) is picked up', async ({
     client,
     assert,

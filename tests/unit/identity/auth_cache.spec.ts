@@ -52,4 +52,33 @@ test.group('Auth cache', (group) => {
     assert.isUndefined(authCache.apiKey(keyId))
     assert.isUndefined(authCache.user(userId))
   })
+
+  test('a balance announcement updates the cached row in place', ({ assert }) => {
+    const id = randomUUID()
+    authCache.storeUser({ ...row(id), ai_credits_balance: 100 }, authCache.now())
+    authCache.balanceAnnounced(id, 60, `${Date.now()}1`)
+    assert.deepEqual(authCache.user(id), { ...row(id), ai_credits_balance: 60 })
+  })
+
+  test('a local balance change applies unless its announcement came already', ({ assert }) => {
+    const id = randomUUID()
+    const [first, second] = [`${Date.now()}2`, `${Date.now()}3`]
+    authCache.storeUser({ ...row(id), ai_credits_balance: 100 }, authCache.now())
+    authCache.balanceChanged(id, 90, first) // before its announcement
+    assert.equal(authCache.user(id)?.ai_credits_balance, 90)
+    authCache.balanceAnnounced(id, 90, first)
+    // Another commit's announcement overtook this process's own answer:
+    authCache.balanceAnnounced(id, 70, second)
+    authCache.balanceChanged(id, 90, first)
+    assert.equal(authCache.user(id)?.ai_credits_balance, 70)
+  })
+
+  test('a read that started before a balance change is not stored', async ({ assert }) => {
+    const id = randomUUID()
+    const startedAt = authCache.now()
+    await new Promise((resolve) => setTimeout(resolve, 2))
+    authCache.balanceAnnounced(id, 5, `${Date.now()}4`)
+    authCache.storeUser({ ...row(id), ai_credits_balance: 100 }, startedAt)
+    assert.isUndefined(authCache.user(id))
+  })
 })
