@@ -1,9 +1,10 @@
+import { createHash } from 'node:crypto'
 import { DateTime } from 'luxon'
 import type { Secret } from '@adonisjs/core/helpers'
 import type { LucidModel } from '@adonisjs/lucid/types/model'
 import { AccessToken, DbAccessTokensProvider } from '@adonisjs/auth/access_tokens'
 import type { AccessTokenDbColumns } from '@adonisjs/auth/types/access_tokens'
-import { authCache } from '#identity/services/auth_cache'
+import { authCache, type CachedApiKey } from '#identity/services/auth_cache'
 
 export const API_KEY_PREFIX = 'hk_'
 export const API_KEYS_TABLE = 'api_keys'
@@ -20,8 +21,22 @@ export function isUuid(value: unknown): value is string {
 
 /** A verified key together with the raw users row it belongs to (one query). */
 export interface VerifiedApiKey {
-  token: AccessToken
+  keyId: string
+  /** The api_keys columns (possibly the cached row: never mutate it). */
+  columns: Record<string, unknown>
   userRow: Record<string, unknown>
+}
+
+/** Most recent successful verifications remembered (see `#verified`). */
+const MAX_VERIFIED = 10_000
+
+function tokenDigest(value: string): string {
+  return createHash('sha256').update(value).digest('base64url')
+}
+
+function isExpired(columns: Record<string, unknown>): boolean {
+  const expiresAt = columns.expires_at as Date | string | null | undefined
+  return !!expiresAt && new Date(expiresAt).getTime() < Date.now()
 }
 
 /**
@@ -47,8 +62,32 @@ export class ApiKeyTokensProvider<Model extends LucidModel> extends DbAccessToke
     return `${API_KEY_PREFIX}${Buffer.from(id).toString('base64url').slice(0, 8)}`
   }
 
+  /**
+   * Successful verifications by SHA-256 of the full token, each with the
+   * cached key entry it was checked against. A hit is valid only while that
+   * very entry is still the cached one: any change or deletion of the key
+   * (revocation included, from any instance via NOTIFY) evicts it, and a
+   * re-read stores a new entry, so a remembered token is verified again
+   * against the row as it is now. Skips decoding, building an AccessToken
+   * and comparing hashes on every /api/v1 request.
+   */
+  #verified = new Map<string, CachedApiKey>()
+
   async verifyWithUser(tokenValue: Secret<string>): Promise<VerifiedApiKey | null> {
-    const decoded = AccessToken.decode(this.prefix, tokenValue.release())
+    const fullToken = tokenValue.release()
+    const digest = tokenDigest(fullToken)
+    const remembered = this.#verified.get(digest)
+    if (remembered) {
+      const keyId = String(remembered.columns.id)
+      const userRow = authCache.apiKey(keyId) === remembered && authCache.user(remembered.userId)
+      if (userRow && !isExpired(remembered.columns)) {
+        this.touch(keyId, remembered.columns)
+        return { keyId, columns: remembered.columns, userRow }
+      }
+      this.#verified.delete(digest)
+    }
+
+    const decoded = AccessToken.decode(this.prefix, fullToken)
     if (!decoded || !isUuid(decoded.identifier)) return null
 
     const cached = authCache.apiKey(decoded.identifier)
@@ -56,8 +95,9 @@ export class ApiKeyTokensProvider<Model extends LucidModel> extends DbAccessToke
     if (cached && cachedUser) {
       const token = this.dbRowToAccessToken(cached.columns as unknown as AccessTokenDbColumns)
       if (!token.verify(decoded.secret) || token.isExpired()) return null
-      this.touch(token, cached.columns)
-      return { token, userRow: cachedUser }
+      this.#remember(digest, cached)
+      this.touch(decoded.identifier, cached.columns)
+      return { keyId: decoded.identifier, columns: cached.columns, userRow: cachedUser }
     }
 
     const readStartedAt = authCache.now()
@@ -108,13 +148,24 @@ export class ApiKeyTokensProvider<Model extends LucidModel> extends DbAccessToke
       readStartedAt
     )
 
-    this.touch(token, keyColumns as unknown as Record<string, unknown>)
-    return { token, userRow }
+    const columns = keyColumns as unknown as Record<string, unknown>
+    this.touch(decoded.identifier, columns)
+    return { keyId: decoded.identifier, columns, userRow }
+  }
+
+  #remember(digest: string, entry: CachedApiKey) {
+    if (this.#verified.size >= MAX_VERIFIED) {
+      const oldest = this.#verified.keys().next().value
+      if (oldest !== undefined) this.#verified.delete(oldest)
+    }
+    this.#verified.set(digest, entry)
   }
 
   async verify(tokenValue: Secret<string>): Promise<AccessToken | null> {
     const verified = await this.verifyWithUser(tokenValue)
-    return verified?.token ?? null
+    return verified
+      ? this.dbRowToAccessToken(verified.columns as unknown as AccessTokenDbColumns)
+      : null
   }
 
   /**
@@ -122,11 +173,11 @@ export class ApiKeyTokensProvider<Model extends LucidModel> extends DbAccessToke
    * resolution; `columns` (possibly the cached row) learns the new time so
    * the next requests do not write again.
    */
-  private touch(token: AccessToken, columns: Record<string, unknown>) {
-    const lastUsed = token.lastUsedAt?.getTime() ?? 0
+  private touch(keyId: string, columns: Record<string, unknown>) {
+    const stored = columns.last_used_at as Date | string | null | undefined
+    const lastUsed = stored ? new Date(stored).getTime() : 0
     if (Date.now() - lastUsed < LAST_USED_RESOLUTION_MS) return
     const now = new Date()
-    token.lastUsedAt = now
     columns.last_used_at = now
     const staleBefore = DateTime.fromJSDate(now).minus({ milliseconds: LAST_USED_RESOLUTION_MS })
     // Not awaited: the answer must not wait for this bookkeeping write.
@@ -134,7 +185,7 @@ export class ApiKeyTokensProvider<Model extends LucidModel> extends DbAccessToke
       .then((db) =>
         db
           .from(this.table)
-          .where('id', token.identifier as string)
+          .where('id', keyId)
           .where((query) => {
             query.whereNull('last_used_at').orWhere('last_used_at', '<', staleBefore.toJSDate())
           })

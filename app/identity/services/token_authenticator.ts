@@ -111,7 +111,7 @@ export async function authenticateBearer(
     const verified = await User.apiKeys.verifyWithUser(new Secret(token))
     if (verified) {
       row = verified.userRow
-      apiKeyId = String(verified.token.identifier)
+      apiKeyId = verified.keyId
     }
   } else {
     row = await userRowFromJwt(token)

@@ -112,6 +112,30 @@ test.group('API keys', () => {
     again.assertStatus(404)
   })
 
+  test('a key verified many times (remembered) is refused at once when revoked', async ({
+    client,
+    assert,
+  }) => {
+    const user = await createUser()
+    const jwt = jwtFor(user)
+    const drop = await createKey(client, jwt, 'hot')
+    // First use reads the database, the next ones take the remembered verification.
+    for (let i = 0; i < 3; i++) {
+      await expectStatus(client.get('/api/v1/me').bearerToken(drop.key), 200)
+    }
+    const revoked = await client.delete(`/auth/api-keys/${drop.id}`).bearerToken(jwt)
+    revoked.assertStatus(200)
+    const refused = await client.get('/api/v1/me').bearerToken(drop.key)
+    refused.assertStatus(401)
+    assert.equal(refused.body().code, 'AUTH_REQUIRED')
+    // A tampered secret of a remembered key is refused too.
+    const keep = await createKey(client, jwt, 'keep')
+    await expectStatus(client.get('/api/v1/me').bearerToken(keep.key), 200)
+    await expectStatus(client.get('/api/v1/me').bearerToken(keep.key), 200)
+    const tampered = keep.key.slice(0, -2) + (keep.key.endsWith('AA') ? 'BB' : 'AA')
+    await expectStatus(client.get('/api/v1/me').bearerToken(tampered), 401)
+  })
+
   test("another user's key cannot be revoked; bad ids are 404", async ({ client, assert }) => {
     const owner = await createUser()
     const other = await createUser()
