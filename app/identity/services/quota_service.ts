@@ -46,6 +46,23 @@ export function nextUtcMidnight(now: Date): Date {
   return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1))
 }
 
+type Store = ReturnType<typeof limiter.use>
+
+/** One limiter per daily limit: `limiter.use` parses its options on every call. */
+const stores = new Map<number, Store>()
+
+/** The current UTC day, computed once per day rather than per request. */
+let currentDay: { start: number; end: number; day: string } | undefined
+
+function dayOf(now: Date) {
+  const at = now.getTime()
+  if (!currentDay || at < currentDay.start || at >= currentDay.end) {
+    const end = nextUtcMidnight(now).getTime()
+    currentDay = { start: end - 86_400_000, end, day: utcDay(now) }
+  }
+  return currentDay.day
+}
+
 /**
  * One counter per account per UTC day (all its API keys together) in the
  * limiter store (Redis with REDIS_URL, else PostgreSQL). The key carries
@@ -53,13 +70,13 @@ export function nextUtcMidnight(now: Date): Date {
  */
 function counter(subject: QuotaSubject, now: Date) {
   const limit = tierPlan(subject.effectiveTier).dailyRequestLimit
-  const day = utcDay(now)
-  return {
-    limit,
-    day,
-    key: `api:${subject.id}:${day}`,
-    store: limiter.use({ requests: limit, duration: '1 day' }),
+  const day = dayOf(now)
+  let store = stores.get(limit)
+  if (!store) {
+    store = limiter.use({ requests: limit, duration: '1 day' })
+    stores.set(limit, store)
   }
+  return { limit, day, key: `api:${subject.id}:${day}`, store }
 }
 
 function result(limit: number, counted: number, now: Date): QuotaResult {
