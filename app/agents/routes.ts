@@ -1,5 +1,6 @@
 import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
+import { programmaticApi } from '#identity/middleware/programmatic_api'
 import { exportSections } from '#identity/services/export_sections'
 import { agentsForExport } from '#agents/services/agent_service'
 
@@ -88,6 +89,6 @@ router
   .prefix('/api/v1')
   .as('api.v1.agents')
   .where('id', uuid)
-  .use([middleware.auth({ guards: ['api'] }), middleware.quota()])
+  .use(programmaticApi)
 
 exportSections.register('agents', agentsForExport)

@@ -1,6 +1,7 @@
 import router from '@adonisjs/core/services/router'
 import db from '@adonisjs/lucid/services/db'
 import { middleware } from '#start/kernel'
+import { programmaticApi } from '#identity/middleware/programmatic_api'
 import { registerPeriodicJob } from '#core/jobs/periodic_jobs'
 import { exportSections } from '#identity/services/export_sections'
 import { pruneStoredMessages } from '#chat/services/history_service'
@@ -15,7 +16,7 @@ const ModelProxyController = () => import('#chat/controllers/model_proxy_control
 router
   .post('/api/v1/agents/:id/chat', [ChatController, 'programmatic'])
   .as('api.v1.agents.chat')
-  .use([middleware.auth({ guards: ['api'] }), middleware.quota()])
+  .use(programmaticApi)
 
 router
   .group(() => {

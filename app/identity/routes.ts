@@ -1,7 +1,6 @@
 import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
-import { apiKeyAuth } from '#identity/middleware/auth_middleware'
-import { dailyQuota } from '#identity/middleware/quota_middleware'
+import { programmaticApi } from '#identity/middleware/programmatic_api'
 import { registerIdentityExportSections } from '#identity/services/identity_export_sections'
 
 const AuthController = () => import('#identity/controllers/auth_controller')
@@ -48,5 +47,4 @@ router
   })
   .prefix('/api/v1')
   .as('api.v1')
-  // The function forms of auth({ guards: ['api'] }) and quota(): no container lookup per request.
-  .use([apiKeyAuth, dailyQuota])
+  .use(programmaticApi)

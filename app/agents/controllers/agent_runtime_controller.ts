@@ -129,7 +129,8 @@ export default class AgentRuntimeController {
     if (!query.stream) {
       response.header('content-type', 'text/plain; charset=utf-8')
       response.header('cache-control', 'no-store')
-      return response.send(await tailLogs(agent, tail))
+      // An empty log is still a 200 text answer, not a 204.
+      return response.status(200).send(await tailLogs(agent, tail))
     }
     const abort = new AbortController()
     const lines = await followLogs(agent, { tail, signal: abort.signal })

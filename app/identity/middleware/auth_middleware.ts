@@ -1,3 +1,4 @@
+import { requiresCredential } from '#core/openapi/route_security'
 import type { HttpContext } from '@adonisjs/core/http'
 import type { NextFn } from '@adonisjs/core/types/http'
 import type { Authenticators } from '@adonisjs/auth/types'
@@ -26,9 +27,11 @@ const API_GUARDS: GuardName[] = ['api']
  * router calls it directly instead of resolving a class from the container
  * on every request (/api/v1 is the throughput-sensitive API).
  */
-export function apiKeyAuth(ctx: HttpContext, next: NextFn) {
+function authenticateApiKey(ctx: HttpContext, next: NextFn) {
   return authenticateOrFail(ctx, API_GUARDS).then(next)
 }
+
+export const apiKeyAuth = requiresCredential(authenticateApiKey)
 
 /**
  * `middleware.auth({ guards: ['jwt'] })` on dashboard routes,

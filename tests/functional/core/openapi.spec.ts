@@ -7,6 +7,7 @@ import openApiService from '#core/openapi/openapi_service'
 import { runAutoswagger } from '#core/openapi/autoswagger_engine'
 import { DocumentBuilder } from '#core/openapi/document_builder'
 import { validatorUsedBy } from '#core/openapi/controller_source'
+import { CREDENTIAL_REQUIRED } from '#core/openapi/route_security'
 
 type Doc = Record<string, any>
 
@@ -27,6 +28,13 @@ function toTemplate(pattern: string): string {
 
 function middlewareNames(route: RouteJSON): { name?: string; args?: any }[] {
   return [...(route.middleware as any).all()].filter((m) => typeof m === 'object')
+}
+
+/** A plain-function middleware marked as demanding a credential (the /api/v1 key check). */
+function hasMarkedAuthFunction(route: RouteJSON): boolean {
+  return [...(route.middleware as any).all()].some(
+    (m) => typeof m === 'function' && CREDENTIAL_REQUIRED in m
+  )
 }
 
 /** Follows a local `$ref` (one level is all the document uses). */
@@ -123,6 +131,14 @@ test.group('OpenAPI document', () => {
     for (const [method, path] of PUBLIC_ROUTES.slice(0, 3)) {
       assert.deepEqual(doc.paths[path][method].security, [], `${method} ${path}`)
     }
+    // The programmatic API's key check is a marked function middleware, not a named one.
+    for (const [method, path] of [
+      ['get', '/api/v1/me'],
+      ['get', '/api/v1/agents'],
+      ['post', '/api/v1/agents/{id}/chat'],
+    ]) {
+      assert.deepEqual(doc.paths[path][method].security, [{ bearerAuth: [] }], `${method} ${path}`)
+    }
     for (const [method, path] of PUBLIC_ROUTES) {
       const op = doc.paths[path]?.[method]
       if (!op) continue // that area is not built yet
@@ -140,7 +156,7 @@ test.group('OpenAPI document', () => {
       for (const method of route.methods.filter((m) => m !== 'HEAD')) {
         const op = doc.paths[toTemplate(route.pattern)][method.toLowerCase()]
         const where = `${method} ${route.pattern}`
-        if (auth && !auth.args?.optional) {
+        if ((auth && !auth.args?.optional) || hasMarkedAuthFunction(route)) {
           assert.deepEqual(op.security, [{ bearerAuth: [] }], where)
           assert.property(op.responses, '401', where)
         } else if (auth || optional) {
