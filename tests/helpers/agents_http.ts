@@ -11,6 +11,8 @@ import { gatewayTokenFor } from '#runtime/credentials'
 import { runtimeFolders } from '#runtime/driver_factory'
 import type { ApiClient } from '@japa/api-client'
 import Agent from '#agents/models/agent'
+import type User from '#identity/models/user'
+import { createUser, type CreateUserOptions } from '#tests/helpers/identity'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { decryptSecrets } from '#agents/services/config_secrets'
 import type { RuntimeService } from '#runtime/runtime_service'
@@ -51,6 +53,26 @@ export async function removeAgentsOf(...users: { id: string }[]) {
       await agentLifecycle.remove(agent.id)
       await agent.delete()
     }
+  }
+}
+
+/**
+ * The accounts a test file creates, so its teardown can remove their agents
+ * (and containers) in one call.
+ *
+ *   const owners = agentOwners({ tier: 'pro' })
+ *   const user = await owners.create({ credits: 100 })
+ *   group.teardown(() => owners.removeAgents())
+ */
+export function agentOwners(defaults: CreateUserOptions = {}) {
+  const users: User[] = []
+  return {
+    async create(options: CreateUserOptions = {}): Promise<User> {
+      const user = await createUser({ ...defaults, ...options })
+      users.push(user)
+      return user
+    },
+    removeAgents: () => removeAgentsOf(...users),
   }
 }
 

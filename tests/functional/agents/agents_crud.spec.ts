@@ -11,30 +11,25 @@ import {
 } from '#agents/services/agent_tokens'
 import { runtimeSpecFor } from '#agents/services/runtime_spec'
 import { decryptSecrets } from '#agents/services/config_secrets'
-import { apiKeyFor, createUser, jwtFor } from '#tests/helpers/identity'
+import { apiKeyFor, jwtFor, type CreateUserOptions } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 import {
   agentCountOf,
   createFixtureAgent,
-  removeAgentsOf,
   runtime,
   statusOf,
   storedConfigOf,
+  agentOwners,
 } from '#tests/helpers/agents_http'
 import { waitFor } from '#tests/helpers/runtime'
-import type User from '#identity/models/user'
 
-const users: User[] = []
-async function user(options: Parameters<typeof createUser>[0] = {}) {
-  const created = await createUser({ tier: 'pro', ...options })
-  users.push(created)
-  return created
-}
+const owners = agentOwners({ tier: 'pro' })
+const user = (options: CreateUserOptions = {}) => owners.create(options)
 
 const SECRET = 'sk-test-SUPERSECRET-123456'
 
 test.group('Agents: create, read, update, delete', (group) => {
-  group.teardown(async () => removeAgentsOf(...users))
+  group.teardown(async () => owners.removeAgents())
 
   test('POST /agents answers 201 with the agent, secrets masked, and starts its container', async ({
     client,

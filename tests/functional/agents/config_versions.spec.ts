@@ -1,28 +1,23 @@
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
-import type User from '#identity/models/user'
-import { createUser, jwtFor } from '#tests/helpers/identity'
+import { jwtFor } from '#tests/helpers/identity'
 import {
   createFixtureAgent,
-  removeAgentsOf,
   runtime,
   statusOf,
   storedConfigOf,
   waitUntilServing,
+  agentOwners,
 } from '#tests/helpers/agents_http'
 import { waitFor } from '#tests/helpers/runtime'
 
-const users: User[] = []
-async function owner() {
-  const user = await createUser({ tier: 'pro' })
-  users.push(user)
-  return user
-}
+const owners = agentOwners({ tier: 'pro' })
+const owner = () => owners.create()
 
 const SECRET = 'sk-versions-secret-0001'
 
 test.group('Agents: config versions and snapshots', (group) => {
-  group.teardown(async () => removeAgentsOf(...users))
+  group.teardown(async () => owners.removeAgents())
 
   test('every config change is a version; list with limit/offset; one version masked', async ({
     client,

@@ -4,17 +4,17 @@ import { join } from 'node:path'
 import { test } from '@japa/runner'
 import { TRAVERSAL_PATHS, plantEscapeLinks } from '#tests/helpers/traversal'
 import type User from '#identity/models/user'
-import { createUser, jwtFor } from '#tests/helpers/identity'
+import { jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 import {
+  agentOwners,
   chatWithContainer,
   foldersOf,
-  removeAgentsOf,
   statusOf,
   waitUntilServing,
 } from '#tests/helpers/agents_http'
 
-const users: User[] = []
+const owners = agentOwners()
 
 test.group('Agents: container files through HTTP', (group) => {
   let owner: User
@@ -23,8 +23,7 @@ test.group('Agents: container files through HTTP', (group) => {
   let files: string
 
   group.setup(async () => {
-    owner = await createUser({ tier: 'pro' })
-    users.push(owner)
+    owner = await owners.create({ tier: 'pro' })
     jwt = jwtFor(owner)
     const response = await fetch(`${baseUrl()}/agents`, {
       method: 'POST',
@@ -40,7 +39,7 @@ test.group('Agents: container files through HTTP', (group) => {
     files = `/agents/${agentId}/container-files`
     await waitUntilServing(agentId)
     await plantEscapeLinks(foldersOf(agentId), agentId)
-    return () => removeAgentsOf(...users)
+    return () => owners.removeAgents()
   })
 
   test('write, read, list and delete with both path forms', async ({ client, assert }) => {
@@ -125,8 +124,7 @@ test.group('Agents: container files through HTTP', (group) => {
   })
 
   test('another account gets 403 for every file route', async ({ client, assert }) => {
-    const stranger = await createUser()
-    users.push(stranger)
+    const stranger = await owners.create()
     const other = jwtFor(stranger)
     for (const request of [
       client.get(files),

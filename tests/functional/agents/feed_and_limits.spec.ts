@@ -4,22 +4,18 @@ import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { recordFeedEvent } from '#agents/services/feed_service'
 import { enforceAgentLimit } from '#billing/services/agent_limit_enforcer'
 import User from '#identity/models/user'
-import { createUser, jwtFor } from '#tests/helpers/identity'
+import { jwtFor } from '#tests/helpers/identity'
 import {
   createFixtureAgent,
-  removeAgentsOf,
   runtime,
   statusOf,
   waitUntilServing,
+  agentOwners,
 } from '#tests/helpers/agents_http'
 import { waitFor } from '#tests/helpers/runtime'
 
-const users: User[] = []
-async function owner(tier: 'pro' | 'free' = 'pro') {
-  const user = await createUser({ tier })
-  users.push(user)
-  return user
-}
+const owners = agentOwners({ tier: 'pro' })
+const owner = (tier: 'pro' | 'free' = 'pro') => owners.create({ tier })
 
 async function statusesOf(ids: string[]) {
   const agents = await Agent.query().whereIn('id', ids)
@@ -33,7 +29,7 @@ async function setTier(user: User, tier: 'pro' | 'free') {
 }
 
 test.group('Agents: feed, plan limit pausing, boot recovery', (group) => {
-  group.teardown(async () => removeAgentsOf(...users))
+  group.teardown(async () => owners.removeAgents())
 
   test('the feed holds status changes and messages, newest first', async ({ client, assert }) => {
     const user = await owner()

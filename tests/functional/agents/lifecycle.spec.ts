@@ -1,24 +1,19 @@
 import { execFileSync } from 'node:child_process'
 import { test } from '@japa/runner'
 import Agent from '#agents/models/agent'
-import type User from '#identity/models/user'
-import { apiKeyFor, createUser, jwtFor } from '#tests/helpers/identity'
+import { apiKeyFor, jwtFor } from '#tests/helpers/identity'
 import {
   callFixture,
   chatWithContainer,
   createFixtureAgent,
-  removeAgentsOf,
   runtime,
   waitUntilServing,
+  agentOwners,
 } from '#tests/helpers/agents_http'
 import { waitFor } from '#tests/helpers/runtime'
 
-const users: User[] = []
-async function owner() {
-  const user = await createUser({ tier: 'pro' })
-  users.push(user)
-  return user
-}
+const owners = agentOwners({ tier: 'pro' })
+const owner = () => owners.create()
 
 async function storedStatus(agentId: string) {
   const agent = await Agent.findOrFail(agentId)
@@ -35,7 +30,7 @@ function hermesOnPath(): boolean {
 }
 
 test.group('Agents: lifecycle through HTTP (fixture framework, process driver)', (group) => {
-  group.teardown(async () => removeAgentsOf(...users))
+  group.teardown(async () => owners.removeAgents())
 
   test('start, stop, restart on both surfaces answer the result words and container ids', async ({
     client,

@@ -1,25 +1,20 @@
 import { spawn } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import { test } from '@japa/runner'
-import type User from '#identity/models/user'
 import { issueLogStreamToken } from '#agents/services/log_stream_tokens'
-import { createUser, jwtFor } from '#tests/helpers/identity'
+import { jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 import {
   callFixture,
   chatWithContainer,
   createFixtureAgent,
-  removeAgentsOf,
   statusOf,
   waitUntilServing,
+  agentOwners,
 } from '#tests/helpers/agents_http'
 
-const users: User[] = []
-async function owner() {
-  const user = await createUser({ tier: 'pro' })
-  users.push(user)
-  return user
-}
+const owners = agentOwners({ tier: 'pro' })
+const owner = () => owners.create()
 
 const SECRET = 'sk-logs-secret-777777'
 
@@ -111,7 +106,7 @@ function eventSourceClient(url: string) {
 }
 
 test.group('Agents: logs (tail, live SSE, logs tokens)', (group) => {
-  group.teardown(async () => removeAgentsOf(...users))
+  group.teardown(async () => owners.removeAgents())
 
   test('tail: plain text, default 100 lines, `tail` lines, secrets as ***', async ({
     client,

@@ -3,8 +3,8 @@ import db from '@adonisjs/lucid/services/db'
 import Agent from '#agents/models/agent'
 import { chatConfig } from '#config/chat'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
-import { createFixtureAgent, removeAgentsOf, waitUntilServing } from '#tests/helpers/agents_http'
-import { apiKeyFor, createUser, creditsOf, jwtFor } from '#tests/helpers/identity'
+import { agentOwners, createFixtureAgent, waitUntilServing } from '#tests/helpers/agents_http'
+import { apiKeyFor, creditsOf, jwtFor, type CreateUserOptions } from '#tests/helpers/identity'
 import {
   startModelUpstream,
   useProviderEndpoints,
@@ -12,14 +12,9 @@ import {
   type ModelUpstream,
 } from '#tests/helpers/model_upstream'
 import { waitFor } from '#tests/helpers/runtime'
-import type User from '#identity/models/user'
 
-const users: User[] = []
-async function owner(options: Parameters<typeof createUser>[0] = {}) {
-  const user = await createUser({ tier: 'pro', ...options })
-  users.push(user)
-  return user
-}
+const owners = agentOwners({ tier: 'pro' })
+const owner = (options: CreateUserOptions = {}) => owners.create(options)
 
 async function storedMessages(agentId: string) {
   return db
@@ -41,7 +36,7 @@ async function llmEntries(userId: string) {
 }
 
 test.group('POST /api/v1/agents/:id/chat (hosted local-dev model)', (group) => {
-  group.teardown(async () => removeAgentsOf(...users))
+  group.teardown(async () => owners.removeAgents())
 
   test('answers { content, model }, counts the quota, stores both messages, counts and feeds', async ({
     client,
@@ -180,7 +175,7 @@ test.group('Chat routing: hosted, customer key, container', (group) => {
       restore()
       restoreProviders()
       await upstream.close()
-      await removeAgentsOf(...users)
+      await owners.removeAgents()
     }
   })
   group.each.setup(() => upstream.reset())

@@ -2,8 +2,8 @@ import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
 import { chatConfig } from '#config/chat'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
-import { createFixtureAgent, removeAgentsOf, waitUntilServing } from '#tests/helpers/agents_http'
-import { apiKeyFor, createUser, creditsOf, jwtFor } from '#tests/helpers/identity'
+import { agentOwners, createFixtureAgent, waitUntilServing } from '#tests/helpers/agents_http'
+import { apiKeyFor, creditsOf, jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 import {
   readSse,
@@ -13,14 +13,9 @@ import {
   type ModelUpstream,
 } from '#tests/helpers/model_upstream'
 import { waitFor } from '#tests/helpers/runtime'
-import type User from '#identity/models/user'
 
-const users: User[] = []
-async function owner(credits = 10_000) {
-  const user = await createUser({ tier: 'pro', credits })
-  users.push(user)
-  return user
-}
+const owners = agentOwners({ tier: 'pro' })
+const owner = (credits = 10_000) => owners.create({ credits })
 
 function stream(
   agentId: string,
@@ -69,7 +64,7 @@ test.group('POST /agents/:id/chat/stream', (group) => {
       restore()
       restoreProviders()
       await upstream.close()
-      await removeAgentsOf(...users)
+      await owners.removeAgents()
     }
   })
   group.each.setup(() => {

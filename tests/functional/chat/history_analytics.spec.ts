@@ -6,16 +6,11 @@ import { chatConfig } from '#config/chat'
 import { pruneStoredMessages } from '#chat/services/history_service'
 import { runJobExclusively, registeredJobs } from '#core/jobs/periodic_jobs'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
-import { removeAgentsOf } from '#tests/helpers/agents_http'
-import { apiKeyFor, createUser, jwtFor } from '#tests/helpers/identity'
-import type User from '#identity/models/user'
+import { agentOwners } from '#tests/helpers/agents_http'
+import { apiKeyFor, jwtFor } from '#tests/helpers/identity'
 
-const users: User[] = []
-async function owner() {
-  const user = await createUser({ tier: 'pro', credits: 100 })
-  users.push(user)
-  return user
-}
+const owners = agentOwners({ tier: 'pro', credits: 100 })
+const owner = () => owners.create()
 
 const DAY = 24 * 60 * 60_000
 
@@ -37,7 +32,7 @@ async function insertMessages(agentId: string, count: number, at: (i: number) =>
 }
 
 test.group('Chat history routes', (group) => {
-  group.teardown(async () => removeAgentsOf(...users))
+  group.teardown(async () => owners.removeAgents())
 
   test('GET answers stored messages oldest first with ts in Unix ms; POST replaces; DELETE clears', async ({
     client,
@@ -216,7 +211,7 @@ test.group('Chat history routes', (group) => {
 })
 
 test.group('GET /agents/:id/analytics', (group) => {
-  group.teardown(async () => removeAgentsOf(...users))
+  group.teardown(async () => owners.removeAgents())
 
   test('the last 7 UTC days including today, zero-filled, with total, peak and avgPerDay', async ({
     client,

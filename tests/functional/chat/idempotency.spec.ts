@@ -4,8 +4,8 @@ import { webhookTokenOf } from '#agents/services/agent_tokens'
 import creditLedger from '#credits/services/credit_ledger'
 import { purgeExpiredIdempotencyKeys } from '#chat/services/idempotency'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
-import { removeAgentsOf } from '#tests/helpers/agents_http'
-import { apiKeyFor, createUser, creditsOf, jwtFor } from '#tests/helpers/identity'
+import { agentOwners } from '#tests/helpers/agents_http'
+import { apiKeyFor, creditsOf, jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 import {
   readSse,
@@ -15,12 +15,8 @@ import {
 } from '#tests/helpers/model_upstream'
 import type User from '#identity/models/user'
 
-const users: User[] = []
-async function owner(credits = 10_000) {
-  const user = await createUser({ tier: 'pro', credits })
-  users.push(user)
-  return user
-}
+const owners = agentOwners({ tier: 'pro' })
+const owner = (credits = 10_000) => owners.create({ credits })
 
 async function storedCount(agentId: string) {
   const rows = await db.from('chat_messages').where('agent_id', agentId)
@@ -39,7 +35,7 @@ test.group('Idempotency-Key on the chat routes', (group) => {
     return async () => {
       restore()
       await upstream.close()
-      await removeAgentsOf(...users)
+      await owners.removeAgents()
     }
   })
   group.each.setup(() => upstream.reset())

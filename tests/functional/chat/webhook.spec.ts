@@ -4,20 +4,15 @@ import { appUrl } from '#config/app'
 import { chatConfig } from '#config/chat'
 import { webhookTokenOf } from '#agents/services/agent_tokens'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
-import { removeAgentsOf } from '#tests/helpers/agents_http'
-import { createUser, jwtFor } from '#tests/helpers/identity'
+import { agentOwners } from '#tests/helpers/agents_http'
+import { jwtFor } from '#tests/helpers/identity'
 import { waitFor } from '#tests/helpers/runtime'
-import type User from '#identity/models/user'
 
-const users: User[] = []
-async function owner() {
-  const user = await createUser({ tier: 'pro', credits: 100 })
-  users.push(user)
-  return user
-}
+const owners = agentOwners({ tier: 'pro', credits: 100 })
+const owner = () => owners.create()
 
 test.group('Inbound webhook', (group) => {
-  group.teardown(async () => removeAgentsOf(...users))
+  group.teardown(async () => owners.removeAgents())
 
   test('GET /agents/:id/webhook-url answers the URL with a secret per-agent token', async ({
     client,

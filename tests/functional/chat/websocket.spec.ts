@@ -5,17 +5,12 @@ import { chatConfig } from '#config/chat'
 import { chatSocketServer, WS_CLOSE } from '#chat/services/chat_socket_server'
 import quotaService from '#identity/services/quota_service'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
-import { removeAgentsOf } from '#tests/helpers/agents_http'
-import { apiKeyFor, createUser, jwtFor } from '#tests/helpers/identity'
+import { agentOwners } from '#tests/helpers/agents_http'
+import { apiKeyFor, jwtFor, type CreateUserOptions } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
-import type User from '#identity/models/user'
 
-const users: User[] = []
-async function owner(options: Parameters<typeof createUser>[0] = {}) {
-  const user = await createUser({ tier: 'pro', credits: 100, ...options })
-  users.push(user)
-  return user
-}
+const owners = agentOwners({ tier: 'pro', credits: 100 })
+const owner = (options: CreateUserOptions = {}) => owners.create(options)
 
 function wsUrl(path: string): string {
   return `${baseUrl().replace(/^http/, 'ws')}${path}`
@@ -68,7 +63,7 @@ async function chat(client: Client, message: unknown) {
 }
 
 test.group('WebSocket /agents/:id/ws', (group) => {
-  group.teardown(async () => removeAgentsOf(...users))
+  group.teardown(async () => owners.removeAgents())
   group.each.setup(() => {
     const interval = chatConfig.websocket.pingIntervalMs
     return () => chatSocketServer.setPingInterval(interval)
