@@ -13,7 +13,11 @@ import User from '#identity/models/user'
 import runtime from '#runtime/services/runtime'
 import type { SkillChange } from '#runtime/types'
 import plugins from '#plugins/services/plugins'
-import { catalogueSkill, skillCatalogue } from '#skills/services/skill_catalogue'
+import {
+  catalogueSkill,
+  skillCatalogue,
+  type CatalogueSkill,
+} from '#skills/services/skill_catalogue'
 
 /** Spec "Skills state". */
 export interface SkillsState {
@@ -35,10 +39,21 @@ function frameworkLoadsSkills(framework: string): boolean {
   }
 }
 
+/**
+ * Whether a skill suits a framework: the frameworks a skill names are those
+ * it was written and checked for; a framework no catalogue skill names (a
+ * plugin added later) that loads AgentSkills folders gets every skill, the
+ * format being the open standard.
+ */
+function suits(skill: CatalogueSkill, framework: string): boolean {
+  if (!frameworkLoadsSkills(framework)) return false
+  if (skill.frameworks.includes(framework)) return true
+  return ![...skillCatalogue().values()].some((other) => other.frameworks.includes(framework))
+}
+
 function catalogueFor(framework: string): string[] {
-  if (!frameworkLoadsSkills(framework)) return []
   return [...skillCatalogue().values()]
-    .filter((skill) => skill.frameworks.includes(framework))
+    .filter((skill) => suits(skill, framework))
     .map((skill) => skill.id)
 }
 
@@ -66,7 +81,7 @@ export async function skillsState(user: { id: string }, agentId: unknown): Promi
 function requireSkill(skillId: string, framework: string) {
   const skill = catalogueSkill(skillId)
   if (!skill) throw new NotFoundException(`No skill "${skillId}" in the catalogue`)
-  if (!skill.frameworks.includes(framework) || !frameworkLoadsSkills(framework)) {
+  if (!suits(skill, framework)) {
     throw new ValidationException(`The skill "${skillId}" is not available for ${framework} agents`)
   }
   return skill
