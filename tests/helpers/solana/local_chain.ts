@@ -499,6 +499,51 @@ export class LocalChain {
     return record && !record.forgotten ? record : undefined
   }
 
+  /**
+   * Writes a Metaplex Token Metadata account (MetadataV1 layout: key 4,
+   * update authority, mint, then name/symbol/uri as Borsh strings padded
+   * with NULs to 32/10/200 bytes as the program stores them) at the mint's
+   * metadata PDA. The Metaplex program itself is not loaded in LiteSVM, so
+   * the account is placed directly.
+   */
+  setMetaplexMetadata(
+    metadataAddress: Address,
+    mint: Mint,
+    names: { name: string; symbol: string; uri?: string },
+    metadataProgram: Address
+  ): void {
+    const padded = (text: string, size: number) => {
+      const bytes = new Uint8Array(4 + size)
+      const encoded = new TextEncoder().encode(text)
+      new DataView(bytes.buffer).setUint32(0, size, true)
+      bytes.set(encoded.subarray(0, size), 4)
+      return bytes
+    }
+    const parts = [
+      Uint8Array.of(4),
+      addressEncoder.encode(mint.authority.address),
+      addressEncoder.encode(mint.address),
+      padded(names.name, 32),
+      padded(names.symbol, 10),
+      padded(names.uri ?? '', 200),
+      new Uint8Array(2 + 1 + 1 + 1 + 1), // fee bps, no creators, primary sale, mutable, no edition nonce
+    ]
+    const data = new Uint8Array(parts.reduce((size, part) => size + part.length, 0))
+    let offset = 0
+    for (const part of parts) {
+      data.set(part, offset)
+      offset += part.length
+    }
+    this.svm.setAccount({
+      address: metadataAddress,
+      data,
+      executable: false,
+      lamports: lamports(this.svm.minimumBalanceForRentExemption(BigInt(data.length))),
+      programAddress: metadataProgram,
+      space: BigInt(data.length),
+    })
+  }
+
   latestBlockhash(): string {
     return this.svm.latestBlockhash()
   }
