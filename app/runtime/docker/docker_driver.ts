@@ -479,9 +479,16 @@ export class DockerDriver implements ContainerDriver {
     // Removing needs a running container (exec); a stopped one keeps the folder until then.
     if (change.remove.length === 0 || !current.State.Running) return
     const base =
-      plugin.skillsDir?.root === 'state' ? plugin.containerPaths.state : plugin.containerPaths.workspace
+      plugin.skillsDir?.root === 'state'
+        ? plugin.containerPaths.state
+        : plugin.containerPaths.workspace
     const exec = await container.exec({
-      Cmd: ['rm', '-rf', '--', ...change.remove.map((id) => posix.join(base, skillFolder(plugin, id)))],
+      Cmd: [
+        'rm',
+        '-rf',
+        '--',
+        ...change.remove.map((id) => posix.join(base, skillFolder(plugin, id))),
+      ],
       AttachStdout: true,
       AttachStderr: true,
     })

@@ -6,7 +6,7 @@ import {
   NotFoundException,
   ValidationException,
 } from '#core/exceptions/api_exceptions'
-import Agent from '#agents/models/agent'
+import type Agent from '#agents/models/agent'
 import { ownedAgent } from '#agents/services/agent_access'
 import { runtimeSpecFor } from '#agents/services/runtime_spec'
 import User from '#identity/models/user'
@@ -140,7 +140,8 @@ export async function installSkill(
     await locked.save()
     return { agent: locked, added: true }
   })
-  if (added) await applyToDisk(agent, { write: [{ id: skill.id, content: skill.content }], remove: [] })
+  if (added)
+    await applyToDisk(agent, { write: [{ id: skill.id, content: skill.content }], remove: [] })
   return stateOf(agent, tier)
 }
 
@@ -170,4 +171,3 @@ export async function uninstallSkill(
   await applyToDisk(agent, { write: [], remove: [skillId] })
   return stateOf(agent, await tierOf(agent.userId))
 }
-

@@ -36,7 +36,10 @@ export async function takeDailyUse(
         `Daily limit reached: ${limit} ${what} per day; it resets at ${resetAt.toISOString()}`
       )
     }
-    await trx.insertQuery().table(table).insert({ id, user_id: userId, created_at: now, ...row })
+    await trx
+      .insertQuery()
+      .table(table)
+      .insert({ id, user_id: userId, created_at: now, ...row })
   })
   return id
 }

@@ -18,6 +18,9 @@ const RESEARCH_PROMPT =
   'start with a two-sentence answer, then the key findings as bullet points, then open ' +
   'questions or caveats. Say plainly what you are unsure of; never invent sources or figures.'
 
+/** Longest answer asked for (also what the credit hold reserves for the output). */
+const RESEARCH_MAX_TOKENS = 2000
+
 /**
  * POST /agents/:id/research: one answer from the hosted model (the owner's
  * AI Credits), stored with the model that answered. 20 per account and UTC
@@ -45,6 +48,7 @@ export async function research(
           { role: 'system', content: RESEARCH_PROMPT },
           { role: 'user', content: query },
         ],
+        max_tokens: RESEARCH_MAX_TOKENS,
       },
       { payerId: owner.id, agentId: agent.id, source: 'research' }
     )
@@ -54,7 +58,12 @@ export async function research(
       .from('research_tasks')
       .where('id', useId)
       .update({ result: reply.content, model: reply.model, completed_at: completedAt })
-    return { query, result: reply.content, model: reply.model, completedAt: completedAt.toISOString() }
+    return {
+      query,
+      result: reply.content,
+      model: reply.model,
+      completedAt: completedAt.toISOString(),
+    }
   } catch (error) {
     await releaseDailyUse('research_tasks', useId)
     throw error

@@ -1,8 +1,4 @@
-import {
-  getAddressEncoder,
-  getProgramDerivedAddress,
-  type Address,
-} from '@solana/kit'
+import { getAddressEncoder, getProgramDerivedAddress, type Address } from '@solana/kit'
 
 /** Metaplex Token Metadata program (metadata accounts of classic SPL mints). */
 export const METAPLEX_METADATA_PROGRAM =
@@ -32,7 +28,10 @@ function borshString(data: Uint8Array, offset: number): { value: string; next: n
   const length = new DataView(data.buffer, data.byteOffset + offset, 4).getUint32(0, true)
   const start = offset + 4
   if (start + length > data.length) return null
-  return { value: clean(textDecoder.decode(data.subarray(start, start + length))), next: start + length }
+  return {
+    value: clean(textDecoder.decode(data.subarray(start, start + length))),
+    next: start + length,
+  }
 }
 
 /** The metadata account address of a mint: PDA of ["metadata", program, mint]. */

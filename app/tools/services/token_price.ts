@@ -12,7 +12,9 @@ export async function tokenUsdPrice(mint: string): Promise<number | null> {
   const url = new URL(requireToolSetting('TOKEN_PRICE_API_URL', 'Token scanning'))
   url.searchParams.set('ids', mint)
   const unavailable = (reason: string) =>
-    new ServiceUnavailableException(`The token price API is unavailable (${reason}); try again shortly`)
+    new ServiceUnavailableException(
+      `The token price API is unavailable (${reason}); try again shortly`
+    )
   let body: unknown
   try {
     const response = await fetch(url, {

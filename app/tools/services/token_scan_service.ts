@@ -83,8 +83,7 @@ async function readMint(mint: Address): Promise<MintFacts> {
     throw new NotFoundException(`No token mint exists at ${mint}`)
   }
   const decoded = getMintDecoder().decode(data.subarray(0, 82))
-  let names =
-    value.owner === TOKEN_2022_PROGRAM_ADDRESS ? decodeToken2022Metadata(data) : null
+  let names = value.owner === TOKEN_2022_PROGRAM_ADDRESS ? decodeToken2022Metadata(data) : null
   if (!names) {
     const metadataAddress = await metaplexMetadataAddress(mint)
     const metadata = await rpcCall(() =>
@@ -134,9 +133,7 @@ function summaryPrompt(mint: string, facts: MintFacts, price: number | null, cap
 /** Checks the mint text: base58 of 32 bytes (an address), else 400. */
 export function parseMint(value: unknown): Address {
   if (typeof value !== 'string' || !isAddress(value.trim())) {
-    throw new ValidationException(
-      'mintAddress must be a Solana address: base58 text of 32 bytes'
-    )
+    throw new ValidationException('mintAddress must be a Solana address: base58 text of 32 bytes')
   }
   return value.trim() as Address
 }

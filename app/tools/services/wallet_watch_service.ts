@@ -49,7 +49,12 @@ async function walletsOf(agentId: string): Promise<string[]> {
 }
 
 /** One transaction as the wallet saw it, from a jsonParsed getTransaction answer. */
-function classify(wallet: string, signature: string, tx: any, blockTime: number | null): WalletTransaction {
+function classify(
+  wallet: string,
+  signature: string,
+  tx: any,
+  blockTime: number | null
+): WalletTransaction {
   const keys: string[] = (tx?.transaction?.message?.accountKeys ?? []).map((key: any) =>
     String(typeof key === 'string' ? key : key?.pubkey)
   )
@@ -74,7 +79,9 @@ async function chainView(wallet: Address): Promise<ChainView> {
   const [balance, signatures] = await Promise.all([
     rpcCall(() => rpc.getBalance(wallet, { commitment: 'confirmed' }).send()),
     rpcCall(() =>
-      rpc.getSignaturesForAddress(wallet, { limit: RECENT_TRANSACTIONS, commitment: 'confirmed' }).send()
+      rpc
+        .getSignaturesForAddress(wallet, { limit: RECENT_TRANSACTIONS, commitment: 'confirmed' })
+        .send()
     ),
   ])
   const transactions = await Promise.all(
@@ -88,7 +95,12 @@ async function chainView(wallet: Address): Promise<ChainView> {
           })
           .send()
       )
-      return classify(wallet, entry.signature, tx, entry.blockTime === null ? null : Number(entry.blockTime))
+      return classify(
+        wallet,
+        entry.signature,
+        tx,
+        entry.blockTime === null ? null : Number(entry.blockTime)
+      )
     })
   )
   return { lamports: balance.value, transactions }
@@ -143,9 +155,17 @@ export async function setWatchedWallets(
   await db.transaction(async (trx) => {
     await trx.from('watched_wallets').where('agent_id', agent.id).delete()
     const now = new Date()
-    await trx.insertQuery().table('watched_wallets').multiInsert(
-      unique.map((address, position) => ({ agent_id: agent.id, address, position, created_at: now }))
-    )
+    await trx
+      .insertQuery()
+      .table('watched_wallets')
+      .multiInsert(
+        unique.map((address, position) => ({
+          agent_id: agent.id,
+          address,
+          position,
+          created_at: now,
+        }))
+      )
   })
   return { wallets: unique }
 }

@@ -2,11 +2,17 @@ import vine from '@vinejs/vine'
 import { isAddress } from '@solana/kit'
 
 /** Control characters other than tab, LF, CR, and unpaired surrogates (CONTRACT.md "Text input"). */
-const BAD_TEXT = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+const BAD_TEXT =
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point
+  /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 const solanaAddress = vine.createRule((value, _options, field) => {
   if (typeof value !== 'string' || !isAddress(value)) {
-    field.report('The {{ field }} field must be a Solana address (base58, 32 bytes)', 'address', field)
+    field.report(
+      'The {{ field }} field must be a Solana address (base58, 32 bytes)',
+      'address',
+      field
+    )
   }
 })
 

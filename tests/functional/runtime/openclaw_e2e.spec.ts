@@ -116,7 +116,11 @@ test.group('Runtime / real OpenClaw through the process driver', (group) => {
       )
       const prompt = JSON.stringify(call.body.messages)
       assert.include(prompt, 'translation')
-      assert.include(prompt, translation.description.slice(0, 60), 'the skill description is in the prompt')
+      assert.include(
+        prompt,
+        translation.description.slice(0, 60),
+        'the skill description is in the prompt'
+      )
 
       const tokens: string[] = []
       const stream = harness.runtime.chatStream(agentId, {

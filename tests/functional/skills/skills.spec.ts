@@ -32,7 +32,14 @@ test.group('Skills: catalogue, install and uninstall', (group) => {
     }
     assert.includeMembers(
       skills.map((skill) => skill.id),
-      ['token-research', 'wallet-report', 'web-page-summary', 'daily-digest', 'translation', 'code-review']
+      [
+        'token-research',
+        'wallet-report',
+        'web-page-summary',
+        'daily-digest',
+        'translation',
+        'code-review',
+      ]
     )
   })
 
@@ -63,8 +70,14 @@ test.group('Skills: catalogue, install and uninstall', (group) => {
     assert.include(written, '# Token research')
 
     // Installing again changes nothing; a second skill fills the free tier.
-    await client.post(`/agents/${agent.id}/skills/install`).bearerToken(jwt).json({ skillId: 'token-research' })
-    await client.post(`/agents/${agent.id}/skills/install`).bearerToken(jwt).json({ skillId: 'translation' })
+    await client
+      .post(`/agents/${agent.id}/skills/install`)
+      .bearerToken(jwt)
+      .json({ skillId: 'token-research' })
+    await client
+      .post(`/agents/${agent.id}/skills/install`)
+      .bearerToken(jwt)
+      .json({ skillId: 'translation' })
     const third = await client
       .post(`/agents/${agent.id}/skills/install`)
       .bearerToken(jwt)
@@ -82,7 +95,10 @@ test.group('Skills: catalogue, install and uninstall', (group) => {
     assert.equal(unknown.body().code, 'NOT_FOUND')
 
     for (const body of [{}, { skillId: 42 }, { skillId: '../etc' }, { skillId: 'x'.repeat(300) }]) {
-      const bad = await client.post(`/agents/${agent.id}/skills/install`).bearerToken(jwt).json(body)
+      const bad = await client
+        .post(`/agents/${agent.id}/skills/install`)
+        .bearerToken(jwt)
+        .json(body)
       bad.assertStatus(400)
       assert.equal(bad.body().code, 'VALIDATION_ERROR')
     }
@@ -133,13 +149,17 @@ test.group('Skills: catalogue, install and uninstall', (group) => {
     await waitUntilServing(agent.id)
     const service = await runtime()
     await service.stop(agent.id)
-    assert.equal((await Agent.findOrFail(agent.id)).status, 'active')
+    const sleeping = await Agent.findOrFail(agent.id)
+    assert.equal(sleeping.status, 'active')
     const asleep = await client
       .post(`/agents/${agent.id}/skills/install`)
       .bearerToken(jwt)
       .json({ skillId: 'daily-digest' })
     asleep.assertStatus(200)
-    assert.include(await readFile(skillFile(agent.id, 'daily-digest'), 'utf8'), 'name: daily-digest')
+    assert.include(
+      await readFile(skillFile(agent.id, 'daily-digest'), 'utf8'),
+      'name: daily-digest'
+    )
 
     // Persisted: the next start writes it again from the stored list.
     await rm(join(foldersOf(agent.id).workspace, 'skills'), { recursive: true, force: true })

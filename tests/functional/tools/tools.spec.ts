@@ -1,6 +1,6 @@
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
-import { generateKeyPairSigner, lamports } from '@solana/kit'
+import { generateKeyPairSigner } from '@solana/kit'
 import { TOKEN_2022_PROGRAM_ADDRESS } from '#billing/services/solana_rpc'
 import { clearPriceCache } from '#billing/services/price_feed'
 import { clearScanCache } from '#tools/services/token_scan_service'
@@ -42,7 +42,10 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
         TOKEN_PRICE_API_URL: tokenPrices.url,
         PRICE_API_URL: solPrice.url,
       }),
-      useUpstream(upstream, { defaultModel: 'stand-in-model', rates: { 'stand-in-model': { input: 1_000_000, output: 1_000_000 } } }),
+      useUpstream(upstream, {
+        defaultModel: 'stand-in-model',
+        rates: { 'stand-in-model': { input: 1_000_000, output: 1_000_000 } },
+      }),
     ]
     await clearPriceCache()
     return async () => {
@@ -95,7 +98,9 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     assert.isFalse(Number.isNaN(Date.parse(data.scannedAt)))
 
     // The model got the facts; the owner paid in AI Credits.
-    const modelCall = upstream.requests.find((request) => request.path.endsWith('/chat/completions'))!
+    const modelCall = upstream.requests.find((request) =>
+      request.path.endsWith('/chat/completions')
+    )!
     const prompt = JSON.stringify(modelCall.body.messages)
     for (const fact of ['Kite Coin', 'KITE', '2500000', '0.04', mint.authority.address]) {
       assert.include(prompt, fact)
@@ -128,7 +133,10 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     const agent = await createAgentFor(owner)
     const jwt = jwtFor(owner)
     const scan = (body: unknown) =>
-      client.post(`/agents/${agent.id}/scan-token`).bearerToken(jwt).json(body as object)
+      client
+        .post(`/agents/${agent.id}/scan-token`)
+        .bearerToken(jwt)
+        .json(body as object)
 
     for (const body of [
       {},
@@ -169,7 +177,10 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     }
 
     // The failed scans gave their use back: 1 used so far; 9 more pass, the 11th is refused.
-    for (let index = 0; index < 9; index++) (await scan({ mintAddress: bare.address })).assertStatus(200)
+    for (let index = 0; index < 9; index++) {
+      const allowed = await scan({ mintAddress: bare.address })
+      allowed.assertStatus(200)
+    }
     const refused = await scan({ mintAddress: bare.address })
     refused.assertStatus(429)
     assert.equal(refused.body().code, 'RATE_LIMIT_EXCEEDED')
@@ -207,10 +218,13 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     client,
     assert,
   }) => {
-    const owner = await owners.create({ credits: 1000 })
+    const owner = await owners.create({ credits: 10_000 })
     const agent = await createAgentFor(owner)
     const jwt = jwtFor(owner)
-    upstream.set({ reply: 'Token-2022 adds extensions such as transfer fees.', model: 'stand-in-model-2025' })
+    upstream.set({
+      reply: 'Token-2022 adds extensions such as transfer fees.',
+      model: 'stand-in-model-2025',
+    })
     const response = await client
       .post(`/agents/${agent.id}/research`)
       .bearerToken(jwt)
@@ -223,12 +237,18 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     assert.isFalse(Number.isNaN(Date.parse(data.completedAt)))
     const call = upstream.requests.find((request) => request.path.endsWith('/chat/completions'))!
     assert.include(JSON.stringify(call.body.messages), 'What does Token-2022 add?')
-    assert.isBelow(await creditsOf(owner), 1000)
+    assert.isBelow(await creditsOf(owner), 10_000)
     const stored = await db.from('research_tasks').where('user_id', owner.id).firstOrFail()
     assert.equal(stored.result, data.result)
     assert.equal(stored.model, 'stand-in-model-2025')
 
-    for (const body of [{}, { query: '' }, { query: 'a\u0000b' }, { query: 'x'.repeat(4001) }, { query: ['a'] }]) {
+    for (const body of [
+      {},
+      { query: '' },
+      { query: 'a\u0000b' },
+      { query: 'x'.repeat(4001) },
+      { query: ['a'] },
+    ]) {
       const bad = await client.post(`/agents/${agent.id}/research`).bearerToken(jwt).json(body)
       bad.assertStatus(400)
       assert.equal(bad.body().code, 'VALIDATION_ERROR')
@@ -243,7 +263,10 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
         created_at: new Date(),
       }))
     )
-    const refused = await client.post(`/agents/${agent.id}/research`).bearerToken(jwt).json({ query: 'one more' })
+    const refused = await client
+      .post(`/agents/${agent.id}/research`)
+      .bearerToken(jwt)
+      .json({ query: 'one more' })
     refused.assertStatus(429)
     assert.equal(refused.body().code, 'RATE_LIMIT_EXCEEDED')
   }).timeout(30_000)
@@ -257,8 +280,16 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     const jwt = jwtFor(owner)
     const watched = await chain.wallet(2)
     const friend = await chain.wallet(5)
-    const incoming = await chain.transferSol({ from: friend, to: watched.address, lamports: 1_500_000_000n })
-    const outgoing = await chain.transferSol({ from: watched, to: friend.address, lamports: 250_000_000n })
+    const incoming = await chain.transferSol({
+      from: friend,
+      to: watched.address,
+      lamports: 1_500_000_000n,
+    })
+    const outgoing = await chain.transferSol({
+      from: watched,
+      to: friend.address,
+      lamports: 250_000_000n,
+    })
     const mint = await chain.createMint(6)
     const tokenOnly = await chain.mintTo(mint, watched.address, 1000n) // pays nothing: `other`
 
@@ -266,14 +297,26 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     empty.assertStatus(200)
     assert.deepEqual(empty.body().data, { watchedWallets: [] })
 
-    for (const wallets of [[], ['nope'], [watched.address, 'x'], Array(4).fill(watched.address), 'abc']) {
-      const bad = await client.post(`/agents/${agent.id}/wallet-watch`).bearerToken(jwt).json({ wallets })
+    for (const wallets of [
+      [],
+      ['nope'],
+      [watched.address, 'x'],
+      Array(4).fill(watched.address),
+      'abc',
+    ]) {
+      const bad = await client
+        .post(`/agents/${agent.id}/wallet-watch`)
+        .bearerToken(jwt)
+        .json({ wallets })
       bad.assertStatus(400)
       assert.equal(bad.body().code, 'VALIDATION_ERROR')
     }
 
     const other = await generateKeyPairSigner()
-    await client.post(`/agents/${agent.id}/wallet-watch`).bearerToken(jwt).json({ wallets: [other.address] })
+    await client
+      .post(`/agents/${agent.id}/wallet-watch`)
+      .bearerToken(jwt)
+      .json({ wallets: [other.address] })
     const set = await client
       .post(`/agents/${agent.id}/wallet-watch`)
       .bearerToken(jwt)
@@ -299,13 +342,23 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
 
     // One round: getBalance, getSignaturesForAddress, one getTransaction per signature.
     const round = rpc.calls.slice(before)
-    assert.lengthOf(round.filter((call) => call.method === 'getBalance'), 1)
-    assert.lengthOf(round.filter((call) => call.method === 'getSignaturesForAddress'), 1)
-    assert.lengthOf(round.filter((call) => call.method === 'getTransaction'), 3)
+    assert.lengthOf(
+      round.filter((call) => call.method === 'getBalance'),
+      1
+    )
+    assert.lengthOf(
+      round.filter((call) => call.method === 'getSignaturesForAddress'),
+      1
+    )
+    assert.lengthOf(
+      round.filter((call) => call.method === 'getTransaction'),
+      3
+    )
     // A second page load comes from the cache.
     const cachedCalls = rpc.calls.length
-    ;(await client.get(`/agents/${agent.id}/wallet-watch`).bearerToken(jwt)).assertStatus(200)
+    const reload = await client.get(`/agents/${agent.id}/wallet-watch`).bearerToken(jwt)
+    reload.assertStatus(200)
+    assert.deepEqual(reload.body().data, response.body().data)
     assert.equal(rpc.calls.length, cachedCalls)
-    assert.isAbove(lamports(1n), 0n)
   }).timeout(30_000)
 })
