@@ -186,6 +186,39 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     assert.equal(refused.body().code, 'RATE_LIMIT_EXCEEDED')
   }).timeout(30_000)
 
+  test('scan-token reads a Token-2022 mint made with its metadata extension', async ({
+    client,
+    assert,
+  }) => {
+    const owner = await owners.create({ credits: 1000 })
+    const agent = await createAgentFor(owner)
+    const mint = await chain.createToken2022MintWithMetadata(9, {
+      name: 'Extension Token',
+      symbol: 'EXT',
+      uri: 'https://example.com/ext.json',
+    })
+    await chain.mintTo(mint, mint.authority.address, 7_000_000_000n)
+    tokenPrices.prices[mint.address] = { usdPrice: 2, decimals: 9 }
+    const response = await client
+      .post(`/agents/${agent.id}/scan-token`)
+      .bearerToken(jwtFor(owner))
+      .json({ mintAddress: mint.address })
+    response.assertStatus(200)
+    const data = response.body().data
+    assert.equal(data.name, 'Extension Token')
+    assert.equal(data.symbol, 'EXT')
+    assert.equal(data.decimals, 9)
+    assert.equal(data.tokenProgram, 'spl-token-2022')
+    assert.equal(data.supply, '7')
+    assert.equal(data.marketCap, 14)
+    // Read from the mint itself: no Metaplex lookup.
+    const metaplex = await metaplexMetadataAddress(mint.address)
+    assert.isFalse(
+      rpc.callsOf('getAccountInfo').some((call) => call.params[0] === metaplex),
+      'no Metaplex lookup for a mint carrying its own metadata'
+    )
+  }).timeout(30_000)
+
   test('the Token-2022 metadata extension is read from the mint account', ({ assert }) => {
     // Base mint (82) padded to 165, account type 1 (mint), TLV: TokenMetadata (type 19).
     const encode = (text: string) => {
