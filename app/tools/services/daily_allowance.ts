@@ -48,3 +48,27 @@ export async function takeDailyUse(
 export async function releaseDailyUse(table: AllowanceTable, id: string): Promise<void> {
   await db.from(table).where('id', id).delete()
 }
+
+/**
+ * Runs a tool as one of today's uses: takes the use (429 when none is
+ * left), runs `work` with the row's id, and gives the use back when it fails.
+ */
+export async function withDailyUse<T>(
+  allowance: {
+    table: AllowanceTable
+    userId: string
+    limit: number
+    row: Record<string, unknown>
+    what: string
+  },
+  work: (useId: string) => Promise<T>
+): Promise<T> {
+  const { table, userId, limit, row, what } = allowance
+  const useId = await takeDailyUse(table, userId, limit, row, what)
+  try {
+    return await work(useId)
+  } catch (error) {
+    await releaseDailyUse(table, useId)
+    throw error
+  }
+}

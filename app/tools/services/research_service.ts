@@ -3,7 +3,7 @@ import { tierPlan } from '#config/plans'
 import { ownedAgent } from '#agents/services/agent_access'
 import { hostedCompletion } from '#chat/services/model_proxy'
 import User from '#identity/models/user'
-import { releaseDailyUse, takeDailyUse } from '#tools/services/daily_allowance'
+import { withDailyUse } from '#tools/services/daily_allowance'
 
 /** Spec "Research result". */
 export interface ResearchResult {
@@ -33,15 +33,14 @@ export async function research(
 ): Promise<ResearchResult> {
   const agent = await ownedAgent(user, agentId)
   const owner = await User.findOrFail(agent.userId)
-  const limit = tierPlan(owner.effectiveTier).dailyResearchLimit
-  const useId = await takeDailyUse(
-    'research_tasks',
-    owner.id,
-    limit,
-    { agent_id: agent.id, query },
-    'research tasks'
-  )
-  try {
+  const allowance = {
+    table: 'research_tasks' as const,
+    userId: owner.id,
+    limit: tierPlan(owner.effectiveTier).dailyResearchLimit,
+    row: { agent_id: agent.id, query },
+    what: 'research tasks',
+  }
+  return withDailyUse(allowance, async (useId) => {
     const { reply, settled } = await hostedCompletion(
       {
         messages: [
@@ -64,8 +63,5 @@ export async function research(
       model: reply.model,
       completedAt: completedAt.toISOString(),
     }
-  } catch (error) {
-    await releaseDailyUse('research_tasks', useId)
-    throw error
-  }
+  })
 }

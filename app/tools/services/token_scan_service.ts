@@ -4,11 +4,15 @@ import db from '@adonisjs/lucid/services/db'
 import { tierPlan } from '#config/plans'
 import { NotFoundException, ValidationException } from '#core/exceptions/api_exceptions'
 import { ownedAgent } from '#agents/services/agent_access'
-import { TOKEN_2022_PROGRAM_ADDRESS, TOKEN_PROGRAMS } from '#billing/services/solana_rpc'
 import { hostedCompletion } from '#chat/services/model_proxy'
 import User from '#identity/models/user'
-import { releaseDailyUse, takeDailyUse } from '#tools/services/daily_allowance'
-import { rpcCall, toolsRpc } from '#tools/services/solana_client'
+import { withDailyUse } from '#tools/services/daily_allowance'
+import {
+  rpcRequest as rpcCall,
+  TOKEN_2022_PROGRAM_ADDRESS,
+  TOKEN_PROGRAMS,
+} from '#billing/services/solana_rpc'
+import { toolsRpc } from '#tools/services/solana_client'
 import {
   decodeMetaplexMetadata,
   decodeToken2022Metadata,
@@ -155,15 +159,14 @@ export async function scanToken(
   requireToolSetting('SOLANA_RPC_URL', PURPOSE)
   requireToolSetting('TOKEN_PRICE_API_URL', PURPOSE)
   const owner = await User.findOrFail(agent.userId)
-  const limit = tierPlan(owner.effectiveTier).dailyTokenScanLimit
-  const useId = await takeDailyUse(
-    'token_scans',
-    owner.id,
-    limit,
-    { agent_id: agent.id, mint_address: mint },
-    'token scans'
-  )
-  try {
+  const allowance = {
+    table: 'token_scans' as const,
+    userId: owner.id,
+    limit: tierPlan(owner.effectiveTier).dailyTokenScanLimit,
+    row: { agent_id: agent.id, mint_address: mint },
+    what: 'token scans',
+  }
+  return withDailyUse(allowance, async (useId) => {
     const cached = scanCache.get(mint)
     const result =
       cached && Date.now() - cached.at < SCAN_CACHE_SECONDS * 1000
@@ -174,10 +177,7 @@ export async function scanToken(
       .where('id', useId)
       .update({ result: JSON.stringify(result) })
     return result
-  } catch (error) {
-    await releaseDailyUse('token_scans', useId)
-    throw error
-  }
+  })
 }
 
 async function freshScan(payerId: string, agentId: string, mint: Address) {

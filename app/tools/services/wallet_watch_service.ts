@@ -1,8 +1,10 @@
 import { address as toAddress, signature as toSignature, type Address } from '@solana/kit'
 import db from '@adonisjs/lucid/services/db'
+import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import { ownedAgent } from '#agents/services/agent_access'
 import { usdPrice } from '#billing/services/price_feed'
-import { rpcCall, toolsRpc } from '#tools/services/solana_client'
+import { rpcRequest as rpcCall } from '#billing/services/solana_rpc'
+import { toolsRpc } from '#tools/services/solana_client'
 import { requireToolSetting } from '#tools/services/tool_settings'
 
 /** Spec "Watched wallet". */
@@ -118,6 +120,18 @@ function cachedView(wallet: Address): Promise<ChainView> {
   return value
 }
 
+/** The SOL price of the billing feed (60 s cache), with a refusal that speaks of wallets. */
+async function solPrice(): Promise<number> {
+  try {
+    return await usdPrice('sol')
+  } catch (error) {
+    throw new ServiceUnavailableException(
+      'The SOL price is unavailable right now (PRICE_API_URL), so wallet balances cannot be valued; try again shortly',
+      { cause: error }
+    )
+  }
+}
+
 /** GET /agents/:id/wallet-watch. */
 export async function watchedWallets(
   user: { id: string },
@@ -129,7 +143,7 @@ export async function watchedWallets(
   requireToolSetting('SOLANA_RPC_URL', PURPOSE)
   requireToolSetting('PRICE_API_URL', PURPOSE)
   const [solUsd, views] = await Promise.all([
-    usdPrice('sol'),
+    solPrice(),
     Promise.all(wallets.map((wallet) => cachedView(toAddress(wallet)))),
   ])
   return {
