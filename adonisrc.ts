@@ -50,6 +50,8 @@ export default defineConfig({
   metaFiles: [
     { pattern: 'resources/views/**/*.edge', reloadServer: false },
     { pattern: 'public/**', reloadServer: false },
+    // The skills catalogue ships as files (app/skills reads them at run time).
+    { pattern: 'skills/**/SKILL.md', reloadServer: true },
   ],
 
   hooks: {},

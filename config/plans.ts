@@ -17,9 +17,11 @@ export interface TierPlan {
   aiCreditsMonthly: number
   /** Daily /api/v1 request limit (CONTRACT.md). */
   dailyRequestLimit: number
+  /** Catalogue skills installed per agent (spec "Skills state"; free 2). */
   maxSkills: number
-  /** Daily research allowance (CONTRACT.md `searchLimit`). */
+  /** Daily research allowance per account (CONTRACT.md `searchLimit`; spec: 20). */
   dailyResearchLimit: number
+  /** Daily token scans per account (spec "Other limits": 10). */
   dailyTokenScanLimit: number
   /** Lifetime purchase with no expiry. */
   lifetime: boolean

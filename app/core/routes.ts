@@ -6,6 +6,8 @@ import '#billing/routes'
 import '#referrals/routes'
 import '#chat/routes'
 import '#agents/routes'
+import '#skills/routes'
+import '#tools/routes'
 
 const HealthController = () => import('#core/health/health_controller')
 const OpenApiController = () => import('#core/openapi/openapi_controller')

@@ -50,6 +50,12 @@ export interface AgentRuntimeContext {
   paths: { state: string; workspace: string }
 }
 
+/** One installed skill: its catalogue id (the folder name) and its SKILL.md text. */
+export interface AgentSkillFile {
+  id: string
+  content: string
+}
+
 /** A file the adapter wants written before the framework starts (and on reconfigure). */
 export interface RenderedFile {
   /** Relative to the area named by `root`; never absolute, never `..`. */
@@ -164,6 +170,15 @@ export interface FrameworkAdapter {
 
   /** HTTP path answering 2xx once the framework can chat. */
   readinessPath: string
+
+  /**
+   * Where the framework loads AgentSkills folders from (`<dir>/<id>/SKILL.md`
+   * under `root`), and whether it picks up a changed skill by itself
+   * (`watch`) or needs a gateway restart (`restart`). The drivers write the
+   * installed skills there at every start; without it, skills cannot be
+   * installed on the framework's agents.
+   */
+  skillsDir?: { root: 'state' | 'workspace'; path: string; reload: 'watch' | 'restart' }
 
   /** Path and headers of the OpenAI-compatible chat endpoint inside the agent. */
   chatEndpoint(context: Pick<AgentRuntimeContext, 'agentId' | 'gatewayToken'>): {

@@ -18,6 +18,7 @@ import type {
   RuntimeEvent,
   RuntimeEventListener,
   RuntimeStats,
+  SkillChange,
   WorkspaceFiles,
 } from '#runtime/types'
 
@@ -245,6 +246,20 @@ export class RuntimeService {
   async files(agentId: string): Promise<WorkspaceFiles> {
     await this.#requireRunning(agentId)
     return this.driver.files(agentId)
+  }
+
+  /**
+   * Puts the agent's skills on disk now (install / uninstall), running or
+   * not. A framework that does not watch its skills folder is restarted
+   * when its container runs. Unknown to the driver: applied at first start.
+   */
+  async syncSkills(spec: AgentRuntimeSpec, change: SkillChange): Promise<void> {
+    const plugin = this.options.frameworks.framework(spec.framework)
+    if (!plugin.skillsDir) {
+      throw new ServiceUnavailableException(`The ${spec.framework} framework does not load skills`)
+    }
+    await this.driver.syncSkills(spec.agentId, plugin, change)
+    if (plugin.skillsDir.reload === 'restart') await this.reconfigure(spec)
   }
 
   /** `{ memory }`: the framework's memory store, read by its plugin. */

@@ -4,9 +4,15 @@
  * `ContainerDriver`, chosen by AGENT_RUNTIME (`process`, the default, or
  * `docker`). Every type the agents and chat areas need is in this file.
  */
-import type { AgentFileReader, AgentResources, ChatTurn, FrameworkPlugin } from '#plugins/types'
+import type {
+  AgentFileReader,
+  AgentResources,
+  AgentSkillFile,
+  ChatTurn,
+  FrameworkPlugin,
+} from '#plugins/types'
 
-export type { AgentFileReader, AgentResources, ChatTurn } from '#plugins/types'
+export type { AgentFileReader, AgentResources, AgentSkillFile, ChatTurn } from '#plugins/types'
 
 export type DriverName = 'process' | 'docker'
 
@@ -21,6 +27,8 @@ export interface AgentRuntimeSpec {
   modelProxy: { baseUrl: string; token: string; model: string }
   /** Limits from the agent's plan; the plugin's defaults fill the rest. */
   resources?: Partial<AgentResources>
+  /** Catalogue skills installed on the agent, rendered at every start. */
+  skills?: AgentSkillFile[]
 }
 
 /**
@@ -116,6 +124,12 @@ export type RuntimeEvent =
 
 export type RuntimeEventListener = (event: RuntimeEvent) => void
 
+/** Skills to write (`<skillsDir>/<id>/SKILL.md`) and skill ids whose folders to remove. */
+export interface SkillChange {
+  write: AgentSkillFile[]
+  remove: string[]
+}
+
 /** What a driver needs to create (or adopt) one agent's container. */
 export interface CreateRequest {
   spec: AgentRuntimeSpec
@@ -166,6 +180,14 @@ export interface ContainerDriver {
 
   /** Internal read access to state and workspace, for framework plugins (memory). */
   reader(agentId: string): AgentFileReader
+
+  /**
+   * Writes installed skills into the framework's skills folder and removes
+   * uninstalled ones, whether the container runs or not (a sleeping agent
+   * finds them at its next start). An agent with no container yet gets
+   * them rendered at its first start.
+   */
+  syncSkills(agentId: string, plugin: FrameworkPlugin, change: SkillChange): Promise<void>
 
   onEvent(listener: RuntimeEventListener): () => void
 

@@ -135,6 +135,9 @@ export default definePlugin<FrameworkPlugin>({
   containerPaths: { state: CONTAINER_STATE, workspace: CONTAINER_WORKSPACE },
   resources: { memoryMb: 2048, cpus: 1, pids: 512 },
   readinessPath: '/health',
+  // HERMES_HOME/skills, the folder Hermes indexes its skills from. Hermes reads the skill index
+  // when a session starts, so a change applies to new conversations without a restart.
+  skillsDir: { root: 'state', path: 'skills', reload: 'watch' },
 
   chatEndpoint(context) {
     return {

@@ -176,6 +176,8 @@ export default definePlugin<FrameworkPlugin>({
   // Measured: 0.8-1.3 GB resident per gateway.
   resources: { memoryMb: 2048, cpus: 1, pids: 512 },
   readinessPath: '/readyz',
+  // Workspace skills (highest precedence); the gateway's skills watcher picks up changes.
+  skillsDir: { root: 'workspace', path: 'skills', reload: 'watch' },
 
   chatEndpoint(context) {
     return {

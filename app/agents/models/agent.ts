@@ -43,6 +43,10 @@ export default class Agent extends UuidModel {
   @column()
   declare messageCount: number
 
+  /** Catalogue skill ids, in install order (app/skills); rendered at every start. */
+  @column({ prepare: (value: unknown) => JSON.stringify(value ?? []) })
+  declare installedSkills: string[]
+
   @column.dateTime()
   declare lastActiveAt: DateTime | null
 
@@ -69,5 +73,6 @@ export default class Agent extends UuidModel {
     if (!agent.status) agent.status = 'active'
     if (agent.messageCount === undefined) agent.messageCount = 0
     if (agent.config === undefined) agent.config = {}
+    if (agent.installedSkills === undefined) agent.installedSkills = []
   }
 }

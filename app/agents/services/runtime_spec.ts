@@ -4,6 +4,7 @@ import type { AgentRuntimeSpec } from '#runtime/types'
 import type Agent from '#agents/models/agent'
 import { proxyTokenOf } from '#agents/services/agent_tokens'
 import { decryptSecrets } from '#agents/services/config_secrets'
+import { skillFilesFor } from '#skills/services/skill_catalogue'
 
 /**
  * The hosted model containers ask the proxy for: MODEL_NAME with an
@@ -26,5 +27,6 @@ export function runtimeSpecFor(agent: Agent): AgentRuntimeSpec {
     framework: agent.framework,
     config: decryptSecrets(agent.config),
     modelProxy: modelProxyFor(agent),
+    skills: skillFilesFor(agent.installedSkills ?? []),
   }
 }

@@ -12,7 +12,7 @@ export default class FeaturesController {
    * @index
    * @summary Plans and add-ons
    * @description Public. The tier catalogue (keyed by tier key, in `tierOrder`), the add-ons and the Founding Member slots left. `dailyRequestLimit` is the tier's daily /api/v1 request limit.
-   * @responseBody 200 - {"success":true,"data":{"tiers":{"free":{"key":"free","name":"Free","usdPrice":0,"includedAgents":1,"aiCreditsMonthly":500,"dailyRequestLimit":100,"maxSkills":2},"pro":{"key":"pro","name":"Pro","usdPrice":19.99,"includedAgents":3,"aiCreditsMonthly":15000,"dailyRequestLimit":100000,"maxSkills":10}},"tierOrder":["free","starter","pro","business","founding_member"],"addons":[{"key":"addon.agents.3","name":"3 extra agents","usdPrice":6.99,"type":"subscription"},{"key":"addon.ai_credits.25000","name":"25,000 AI Credits","usdPrice":30,"type":"one_time"}],"founding":{"maxSlots":20,"taken":3,"remaining":17}}}
+   * @responseBody 200 - {"success":true,"data":{"tiers":{"free":{"key":"free","name":"Free","usdPrice":0,"includedAgents":1,"aiCreditsMonthly":500,"dailyRequestLimit":100,"maxSkills":2,"dailyTokenScanLimit":10,"dailyResearchLimit":20},"pro":{"key":"pro","name":"Pro","usdPrice":19.99,"includedAgents":3,"aiCreditsMonthly":15000,"dailyRequestLimit":100000,"maxSkills":10,"dailyTokenScanLimit":10,"dailyResearchLimit":20}},"tierOrder":["free","starter","pro","business","founding_member"],"addons":[{"key":"addon.agents.3","name":"3 extra agents","usdPrice":6.99,"type":"subscription"},{"key":"addon.ai_credits.25000","name":"25,000 AI Credits","usdPrice":30,"type":"one_time"}],"founding":{"maxSlots":20,"taken":3,"remaining":17}}}
    */
   async index() {
     return catalogue()

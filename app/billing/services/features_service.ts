@@ -13,7 +13,7 @@ import { activeAddonsOf, agentLimitOf, presentAddon } from '#billing/services/ag
 import { countAgents } from '#billing/services/agent_usage'
 import { foundingStatus } from '#billing/services/founding_slots'
 
-/** A tier in GET /features (spec "Tier", plus its daily request limit and maxSkills). */
+/** A tier in GET /features (spec "Tier", plus its daily request limit, maxSkills and daily tool uses). */
 function presentTier(plan: TierPlan) {
   return {
     key: plan.key,
@@ -23,6 +23,8 @@ function presentTier(plan: TierPlan) {
     aiCreditsMonthly: plan.aiCreditsMonthly,
     dailyRequestLimit: plan.dailyRequestLimit,
     maxSkills: plan.maxSkills,
+    dailyTokenScanLimit: plan.dailyTokenScanLimit,
+    dailyResearchLimit: plan.dailyResearchLimit,
   }
 }
 

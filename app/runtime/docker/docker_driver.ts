@@ -3,7 +3,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { join, posix } from 'node:path'
 import Docker from 'dockerode'
 import { AgentNotRunningException, NotFoundException } from '#core/exceptions/api_exceptions'
-import type { AgentFileReader, RenderedFile } from '#plugins/types'
+import type { AgentFileReader, FrameworkPlugin, RenderedFile } from '#plugins/types'
 import { agentPaths } from '#runtime/agent_paths'
 import { buildContainerSpec, dockerNames, LABELS } from '#runtime/docker/container_spec'
 import {
@@ -14,6 +14,7 @@ import {
 import { DockerStreamDemuxer, LineSplitter, demuxDockerLogs } from '#runtime/docker/docker_streams'
 import { createTar, type TarEntry } from '#runtime/files/tar'
 import { resolveWorkspacePath } from '#runtime/files/workspace_path'
+import { renderedSkillFiles, skillFolder } from '#runtime/skill_files'
 import type {
   ContainerDriver,
   ContainerInfo,
@@ -21,6 +22,7 @@ import type {
   CreateRequest,
   RuntimeEvent,
   RuntimeEventListener,
+  SkillChange,
   WorkspaceFiles,
 } from '#runtime/types'
 
@@ -282,7 +284,10 @@ export class DockerDriver implements ContainerDriver {
       })
     )
     const files: RenderedFile[] = []
-    for (const file of await plugin.renderFiles(context)) {
+    for (const file of [
+      ...(await plugin.renderFiles(context)),
+      ...renderedSkillFiles(plugin, spec.skills),
+    ]) {
       if (file.onlyIfMissing) {
         const base = file.root === 'state' ? record.statePath : record.workspacePath
         if (await statInContainer(container, posix.join(base, file.path))) continue
@@ -457,6 +462,39 @@ export class DockerDriver implements ContainerDriver {
       write: (path, content) => load().then((files) => files.write(path, content)),
       delete: (path) => load().then((files) => files.delete(path)),
     }
+  }
+
+  async syncSkills(agentId: string, plugin: FrameworkPlugin, change: SkillChange): Promise<void> {
+    const record = await this.#readRecord(agentId)
+    const current = await this.#inspectContainer(agentId)
+    // No container yet: the skills are rendered when it is created.
+    if (!record || !current) return
+    const container = this.#container(agentId)
+    const files = renderedSkillFiles(plugin, change.write)
+    if (files.length > 0) {
+      await container.putArchive(renderedFilesArchive(files, plugin.containerPaths, record.owner), {
+        path: record.statePath,
+      })
+    }
+    // Removing needs a running container (exec); a stopped one keeps the folder until then.
+    if (change.remove.length === 0 || !current.State.Running) return
+    const base =
+      plugin.skillsDir?.root === 'state'
+        ? plugin.containerPaths.state
+        : plugin.containerPaths.workspace
+    const exec = await container.exec({
+      Cmd: [
+        'rm',
+        '-rf',
+        '--',
+        ...change.remove.map((id) => posix.join(base, skillFolder(plugin, id))),
+      ],
+      AttachStdout: true,
+      AttachStderr: true,
+    })
+    const stream = await exec.start({ hijack: true, stdin: false })
+    stream.resume()
+    await new Promise((resolve) => stream.once('end', resolve).once('close', resolve))
   }
 
   reader(agentId: string): AgentFileReader {

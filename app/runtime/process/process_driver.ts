@@ -6,11 +6,12 @@ import {
   NotFoundException,
   ServiceUnavailableException,
 } from '#core/exceptions/api_exceptions'
-import type { AgentFileReader, RenderedFile } from '#plugins/types'
+import type { AgentFileReader, FrameworkPlugin, RenderedFile } from '#plugins/types'
 import { agentPaths, ensureAgentFolders, type AgentPaths } from '#runtime/agent_paths'
 import { LocalAgentReader, LocalWorkspaceFiles } from '#runtime/files/local_workspace'
 import { resolveWorkspacePath } from '#runtime/files/workspace_path'
 import { PackageCache } from '#runtime/package_cache'
+import { renderedSkillFiles, skillFolder } from '#runtime/skill_files'
 import {
   AgentProcess,
   killRecordedProcess,
@@ -28,6 +29,7 @@ import type {
   CreateRequest,
   RuntimeEvent,
   RuntimeEventListener,
+  SkillChange,
   WorkspaceFiles,
 } from '#runtime/types'
 
@@ -193,7 +195,10 @@ export class ProcessDriver implements ContainerDriver {
       paths: { state: paths.state, workspace: paths.workspace },
     }
     const logFile = agent?.logFile ?? new LogFile(paths.logFile)
-    await writeRenderedFiles(paths, await plugin.renderFiles(context))
+    await writeRenderedFiles(paths, [
+      ...(await plugin.renderFiles(context)),
+      ...renderedSkillFiles(plugin, spec.skills),
+    ])
     const launch = await plugin.processLaunch(context, paths, {
       nodeExecutable: this.#node,
       ensureNpmPackage: async (name, version) => {
@@ -326,6 +331,17 @@ export class ProcessDriver implements ContainerDriver {
   reader(agentId: string): AgentFileReader {
     const paths = this.#paths(agentId)
     return new LocalAgentReader({ state: paths.state, workspace: paths.workspace })
+  }
+
+  syncSkills(agentId: string, plugin: FrameworkPlugin, change: SkillChange): Promise<void> {
+    return this.#exclusive(agentId, async () => {
+      const paths = this.#paths(agentId)
+      await writeRenderedFiles(paths, renderedSkillFiles(plugin, change.write))
+      const base = plugin.skillsDir?.root === 'state' ? paths.state : paths.workspace
+      for (const skillId of change.remove) {
+        await rm(join(base, skillFolder(plugin, skillId)), { recursive: true, force: true })
+      }
+    })
   }
 
   async sweep(keepAgentIds: string[]): Promise<string[]> {

@@ -34,6 +34,8 @@ test.group('GET /features (public catalogue)', () => {
         aiCreditsMonthly,
         dailyRequestLimit: tiers[key as keyof typeof tiers].dailyRequestLimit,
         maxSkills: tiers[key as keyof typeof tiers].maxSkills,
+        dailyTokenScanLimit: 10,
+        dailyResearchLimit: 20,
       })
     }
     assert.equal(data.tiers.free.dailyRequestLimit, 100)

@@ -8,6 +8,7 @@ import { PackageCache } from '#runtime/package_cache'
 import { isAlive } from '#runtime/process/proc_stats'
 import { readRecord } from '#runtime/process/process_record'
 import { OPENCLAW_VERSION } from '../../../plugins/openclaw/index.ts'
+import { catalogueSkill, skillFilesFor } from '#skills/services/skill_catalogue'
 import { startFakeModelProvider, type FakeModelProvider } from '#tests/helpers/fake_model_provider'
 import { processHarness, sharedCacheDir, type RuntimeHarness } from '#tests/helpers/runtime'
 
@@ -59,6 +60,8 @@ test.group('Runtime / real OpenClaw through the process driver', (group) => {
         agentId,
         framework: 'openclaw',
         config: { personality: 'You are Testy, a cheerful test agent who likes kites.' },
+        // An installed catalogue skill, rendered into the workspace's skills/ folder.
+        skills: skillFilesFor(['translation']),
         modelProxy: {
           baseUrl: provider.baseUrl,
           token: 'proxy-token-for-openclaw-e2e',
@@ -105,6 +108,19 @@ test.group('Runtime / real OpenClaw through the process driver', (group) => {
         'SOUL.md reaches the prompt'
       )
       assert.include(JSON.stringify(call.body.messages), 'Say hello to the test.')
+      // The installed skill reaches the model: OpenClaw lists it (name, description, location).
+      const translation = catalogueSkill('translation')!
+      assert.include(
+        await readFile(join(paths.workspace, 'skills', 'translation', 'SKILL.md'), 'utf8'),
+        translation.description
+      )
+      const prompt = JSON.stringify(call.body.messages)
+      assert.include(prompt, 'translation')
+      assert.include(
+        prompt,
+        translation.description.slice(0, 60),
+        'the skill description is in the prompt'
+      )
 
       const tokens: string[] = []
       const stream = harness.runtime.chatStream(agentId, {

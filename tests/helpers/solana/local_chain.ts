@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { FailedTransactionMetadata, LiteSVM, type TransactionMetadata } from 'litesvm'
 import {
   AccountRole,
@@ -14,6 +15,7 @@ import {
   pipe,
   setTransactionMessageFeePayerSigner,
   signTransactionMessageWithSigners,
+  type AccountSignerMeta,
   type Address,
   type CompiledTransactionMessageWithLifetime,
   type Instruction,
@@ -227,6 +229,94 @@ export class LocalChain {
     )
     await this.send(instructions, { feePayer: authority })
     return { address: mint.address, decimals, programId, authority }
+  }
+
+  /**
+   * A Token-2022 mint carrying its own metadata, made by real transactions
+   * the way wallets do it: createAccount (rent for the final size),
+   * MetadataPointer::Initialize pointing at the mint itself,
+   * InitializeMint2, then the token-metadata interface's Initialize (name,
+   * symbol, uri), which Token-2022 stores as the mint's TokenMetadata
+   * extension. The extension instructions are encoded by hand:
+   * @solana-program/token covers the classic program only.
+   */
+  async createToken2022MintWithMetadata(
+    decimals: number,
+    names: { name: string; symbol: string; uri: string }
+  ): Promise<Mint> {
+    const authority = await this.wallet(5)
+    const mint = await generateKeyPairSigner()
+    const borsh = (text: string) => {
+      const bytes = new TextEncoder().encode(text)
+      const out = new Uint8Array(4 + bytes.length)
+      new DataView(out.buffer).setUint32(0, bytes.length, true)
+      out.set(bytes, 4)
+      return out
+    }
+    // Base 165 + account type + MetadataPointer TLV (4 + 64).
+    const space = 165n + 1n + 4n + 64n
+    const metadataValue =
+      32 +
+      32 +
+      [names.name, names.symbol, names.uri].reduce(
+        (size, text) => size + 4 + new TextEncoder().encode(text).length,
+        0
+      ) +
+      4 // no additional metadata
+    const finalSize = space + 4n + BigInt(metadataValue)
+
+    const pointerData = new Uint8Array(2 + 32 + 32)
+    pointerData.set([39, 0], 0)
+    pointerData.set(addressEncoder.encode(authority.address), 2)
+    pointerData.set(addressEncoder.encode(mint.address), 34)
+    const initializePointer: Instruction = {
+      programAddress: TOKEN_2022_PROGRAM_ADDRESS,
+      accounts: [{ address: mint.address, role: AccountRole.WRITABLE }],
+      data: pointerData,
+    }
+    const mintAuthority: AccountSignerMeta = {
+      address: authority.address,
+      role: AccountRole.READONLY_SIGNER,
+      signer: authority,
+    }
+    // sha256("spl_token_metadata_interface:initialize_account")[0..8]
+    const discriminator = new Uint8Array(
+      createHash('sha256').update('spl_token_metadata_interface:initialize_account').digest()
+    ).subarray(0, 8)
+    const initializeMetadata: Instruction = {
+      programAddress: TOKEN_2022_PROGRAM_ADDRESS,
+      accounts: [
+        { address: mint.address, role: AccountRole.WRITABLE },
+        { address: authority.address, role: AccountRole.READONLY },
+        { address: mint.address, role: AccountRole.READONLY },
+        mintAuthority,
+      ],
+      data: new Uint8Array([
+        ...discriminator,
+        ...borsh(names.name),
+        ...borsh(names.symbol),
+        ...borsh(names.uri),
+      ]),
+    }
+    await this.send(
+      [
+        getCreateAccountInstruction({
+          payer: authority,
+          newAccount: mint,
+          lamports: lamports(this.svm.minimumBalanceForRentExemption(finalSize)),
+          space,
+          programAddress: TOKEN_2022_PROGRAM_ADDRESS,
+        }),
+        initializePointer,
+        getInitializeMint2Instruction(
+          { mint: mint.address, decimals, mintAuthority: authority.address },
+          { programAddress: TOKEN_2022_PROGRAM_ADDRESS }
+        ),
+        initializeMetadata,
+      ],
+      { feePayer: authority }
+    )
+    return { address: mint.address, decimals, programId: TOKEN_2022_PROGRAM_ADDRESS, authority }
   }
 
   async associatedTokenAddress(owner: Address, mint: Mint): Promise<Address> {
@@ -497,6 +587,51 @@ export class LocalChain {
   find(signature: string): ChainTransaction | undefined {
     const record = this.transactions.get(signature)
     return record && !record.forgotten ? record : undefined
+  }
+
+  /**
+   * Writes a Metaplex Token Metadata account (MetadataV1 layout: key 4,
+   * update authority, mint, then name/symbol/uri as Borsh strings padded
+   * with NULs to 32/10/200 bytes as the program stores them) at the mint's
+   * metadata PDA. The Metaplex program itself is not loaded in LiteSVM, so
+   * the account is placed directly.
+   */
+  setMetaplexMetadata(
+    metadataAddress: Address,
+    mint: Mint,
+    names: { name: string; symbol: string; uri?: string },
+    metadataProgram: Address
+  ): void {
+    const padded = (text: string, size: number) => {
+      const bytes = new Uint8Array(4 + size)
+      const encoded = new TextEncoder().encode(text)
+      new DataView(bytes.buffer).setUint32(0, size, true)
+      bytes.set(encoded.subarray(0, size), 4)
+      return bytes
+    }
+    const parts = [
+      Uint8Array.of(4),
+      addressEncoder.encode(mint.authority.address),
+      addressEncoder.encode(mint.address),
+      padded(names.name, 32),
+      padded(names.symbol, 10),
+      padded(names.uri ?? '', 200),
+      new Uint8Array(2 + 1 + 1 + 1 + 1), // fee bps, no creators, primary sale, mutable, no edition nonce
+    ]
+    const data = new Uint8Array(parts.reduce((size, part) => size + part.length, 0))
+    let offset = 0
+    for (const part of parts) {
+      data.set(part, offset)
+      offset += part.length
+    }
+    this.svm.setAccount({
+      address: metadataAddress,
+      data,
+      executable: false,
+      lamports: lamports(this.svm.minimumBalanceForRentExemption(BigInt(data.length))),
+      programAddress: metadataProgram,
+      space: BigInt(data.length),
+    })
   }
 
   latestBlockhash(): string {

@@ -8,6 +8,7 @@ export type PaymentEnvKey =
   | 'PLATFORM_TOKEN_PRICE_ID'
   | 'PRICE_API_URL'
   | 'REDIS_URL'
+  | 'TOKEN_PRICE_API_URL'
 
 /**
  * Sets payment variables for a test (an empty string unsets one) and returns

@@ -53,7 +53,7 @@ function requireAddress(value: unknown): Address {
  * getTransaction (base64, base58, jsonParsed; honours commitment and
  * maxSupportedTransactionVersion), getSignatureStatuses, getLatestBlockhash,
  * getAccountInfo (base64, base58, jsonParsed for token accounts and mints),
- * getBalance, getSlot, getVersion, getHealth and sendTransaction.
+ * getBalance, getSignaturesForAddress, getSlot, getVersion, getHealth and sendTransaction.
  */
 export class SolanaRpcServer {
   readonly calls: RpcCall[] = []
@@ -164,6 +164,8 @@ export class SolanaRpcServer {
           context: this.context(),
           value: this.chain.balance(requireAddress(params[0])),
         }
+      case 'getSignaturesForAddress':
+        return this.getSignaturesForAddress(params)
       case 'getSlot':
         return this.chain.slot
       case 'getVersion':
@@ -202,6 +204,24 @@ export class SolanaRpcServer {
       )
     }
     return transactionResult(record, encoding as TransactionEncoding, max)
+  }
+
+  /** Newest first, as a node lists them: every visible transaction naming the address. */
+  private getSignaturesForAddress(params: unknown[]) {
+    const address = requireAddress(params[0])
+    const limit = Math.min(Number(config(params, 1).limit ?? 1000), 1000)
+    return [...this.chain.transactions.values()]
+      .filter((record) => !record.forgotten && record.accountKeys.includes(address))
+      .sort((a, b) => b.slot - a.slot)
+      .slice(0, limit)
+      .map((record) => ({
+        signature: record.signature,
+        slot: record.slot,
+        err: record.err,
+        memo: null,
+        blockTime: record.blockTime,
+        confirmationStatus: record.commitment,
+      }))
   }
 
   private getSignatureStatuses(params: unknown[]) {
