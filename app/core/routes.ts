@@ -6,6 +6,7 @@ import '#billing/routes'
 import '#referrals/routes'
 import '#chat/routes'
 import '#agents/routes'
+import '#console/routes'
 
 const HealthController = () => import('#core/health/health_controller')
 const OpenApiController = () => import('#core/openapi/openapi_controller')
