@@ -33,10 +33,8 @@ function followLogs(agentId: string, channel: string) {
   void (async () => {
     try {
       const runtime: any = await app.container.make('runtime')
-      for await (const line of runtime.followLogs(agentId, {
-        tail: 0,
-        signal: controller.signal,
-      })) {
+      const lines = await runtime.followLogs(agentId, { tail: 0, signal: controller.signal })
+      for await (const line of lines) {
         transmit.broadcast(channel, { line: String(line) })
       }
     } catch (error) {

@@ -185,7 +185,7 @@ test.group('Console: sign-in and role gates', () => {
     assert.include(auditPage.html, 'goodwill after outage')
   })
 
-  test('disabling an account stops its credentials at once', async ({ assert, client }) => {
+  test('disabling an account stops its credentials at once', async ({ assert }) => {
     const admin = await createUser({ role: 'admin' })
     const target = await createUser()
     const jwt = jwtFor(target)
