@@ -118,15 +118,18 @@ test.group('Console in a real browser (Chromium)', (group) => {
       await page.goto(`${baseUrl()}/console/accounts/${target.id}`)
       assert.equal(await page.locator('#grant-form').count(), 0)
       // A forged form, with the page's own valid CSRF token.
-      const status = await page.evaluate(async (id) => {
-        const token = (document.querySelector('input[name=_csrf]') as HTMLInputElement).value
-        const answer = await fetch(`/console/accounts/${id}/grant`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-          body: new URLSearchParams({ _csrf: token, credits: '999', reason: 'forged' }),
-        })
-        return answer.status
-      }, target.id)
+      const token = await page.locator('input[name=_csrf]').first().inputValue()
+      const status = await page.evaluate(
+        async ({ id, csrf }) => {
+          const answer = await fetch(`/console/accounts/${id}/grant`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: new URLSearchParams({ _csrf: csrf, credits: '999', reason: 'forged' }),
+          })
+          return answer.status
+        },
+        { id: target.id, csrf: token }
+      )
       assert.equal(status, 403)
       await target.refresh()
       assert.equal(target.aiCreditsBalance, 0)
