@@ -59,7 +59,6 @@ export default class extends BaseSchema {
     this.schema.raw(
       'create index users_username_prefix on users (lower(username) text_pattern_ops)'
     )
-    this.schema.raw('create index users_wallet on users (wallet_address)')
     this.schema.raw('create index users_created_at on users (created_at)')
     this.schema.raw('create index agents_name_prefix on agents (lower(name) text_pattern_ops)')
     this.schema.raw('create index agents_slug_prefix on agents (slug text_pattern_ops)')
@@ -72,7 +71,6 @@ export default class extends BaseSchema {
       'agents_slug_prefix',
       'agents_name_prefix',
       'users_created_at',
-      'users_wallet',
       'users_username_prefix',
       'users_email_prefix',
     ]) {

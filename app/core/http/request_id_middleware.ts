@@ -12,6 +12,11 @@ export default class RequestIdMiddleware {
     ctx.response.header('X-Request-Id', ctx.request.id() ?? '')
     const raw = ctx.response.response
     raw.once('finish', () => requestCounter.record(raw.statusCode))
-    return next()
+    if (!ctx.request.url().startsWith('/console')) return next()
+    // Console pages report their whole server time (dev tools, bench/console).
+    const startedAt = process.hrtime.bigint()
+    await next()
+    const ms = Number(process.hrtime.bigint() - startedAt) / 1e6
+    ctx.response.header('Server-Timing', `app;dur=${ms.toFixed(1)}`)
   }
 }
