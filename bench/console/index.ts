@@ -58,7 +58,8 @@ async function waitForServer() {
   for (let i = 0; i < 600; i++) {
     if (serverExited) throw new Error('the server exited before it became healthy')
     try {
-      if ((await fetch(`${BASE}/health`)).ok) return
+      const health = await fetch(`${BASE}/health`)
+      if (health.ok) return
     } catch {}
     await new Promise((resolve) => setTimeout(resolve, 200))
   }
@@ -215,18 +216,18 @@ try {
   ]
   const rows: string[] = []
   for (const [label, path] of pages) {
-    const server: number[] = []
+    const serverMs: number[] = []
     const client: number[] = []
     for (let i = 0; i < REQUESTS; i++) {
       const answer = await admin.request('GET', path)
       if (answer.status !== 200) throw new Error(`${path} answered ${answer.status}`)
       if (i < 3) continue // warm-up
-      if (!Number.isNaN(answer.serverMs)) server.push(answer.serverMs)
+      if (!Number.isNaN(answer.serverMs)) serverMs.push(answer.serverMs)
       client.push(answer.clientMs)
     }
     const fmt = (v: number | undefined) => (v === undefined ? '-' : v.toFixed(1))
     rows.push(
-      `| ${label} | ${server.length ? fmt(percentile(server, 50)) : '-'} | ${server.length ? fmt(percentile(server, 95)) : '-'} | ${fmt(percentile(client, 50))} | ${fmt(percentile(client, 95))} |`
+      `| ${label} | ${serverMs.length ? fmt(percentile(serverMs, 50)) : '-'} | ${serverMs.length ? fmt(percentile(serverMs, 95)) : '-'} | ${fmt(percentile(client, 50))} | ${fmt(percentile(client, 95))} |`
     )
   }
   console.log(
