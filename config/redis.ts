@@ -7,7 +7,7 @@ import type { InferConnections } from '@adonisjs/redis/types'
  * Connections open lazily: without REDIS_URL nothing uses Redis and the
  * service falls back to its database and in-process stores.
  */
-function fromUrl(value: string | undefined) {
+export function redisOptionsFromUrl(value: string | undefined) {
   if (!value) return { host: '127.0.0.1', port: 6379 }
   const url = new URL(value)
   const db = Number(url.pathname.replace(/^\//, '') || 0)
@@ -25,7 +25,7 @@ const redisConfig = defineConfig({
   connection: 'main',
   connections: {
     main: {
-      ...fromUrl(env.get('REDIS_URL')),
+      ...redisOptionsFromUrl(env.get('REDIS_URL')),
       keyPrefix: '',
       retryStrategy(times: number) {
         return times > 10 ? null : times * 50

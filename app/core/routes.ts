@@ -8,6 +8,7 @@ import '#chat/routes'
 import '#agents/routes'
 import '#skills/routes'
 import '#tools/routes'
+import '#console/routes'
 
 const HealthController = () => import('#core/health/health_controller')
 const OpenApiController = () => import('#core/openapi/openapi_controller')

@@ -36,6 +36,11 @@ const FRAMEWORK_CODES: Record<string, { status: number; code: string; message?: 
     message: 'The request body is too large',
   },
   E_ENCODING_UNSUPPORTED: { status: 400, code: 'VALIDATION_ERROR' },
+  E_BAD_CSRF_TOKEN: {
+    status: 403,
+    code: 'FORBIDDEN',
+    message: 'The form was not sent from this console page (or it expired); reload and try again',
+  },
   E_INVALID_MULTIPART_REQUEST: { status: 400, code: 'VALIDATION_ERROR' },
 }
 

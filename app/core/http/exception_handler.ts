@@ -12,6 +12,18 @@ export default class HttpExceptionHandler extends ExceptionHandler {
   async handle(error: unknown, ctx: HttpContext) {
     const mapped = mapError(error)
     ctx.response.header('X-Request-Id', ctx.request.id() ?? '')
+    // The console is HTML: its failures are pages saying what went wrong.
+    if (ctx.request.url().startsWith('/console') && 'view' in ctx) {
+      const html = await ctx.view.render('console/pages/error', {
+        status: mapped.status,
+        message: mapped.body.error,
+        requestId: ctx.request.id(),
+      })
+      return ctx.response
+        .status(mapped.status)
+        .header('content-type', 'text/html; charset=utf-8')
+        .send(html)
+    }
     ctx.response.status(mapped.status).json(mapped.body)
   }
 

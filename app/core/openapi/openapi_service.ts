@@ -19,7 +19,8 @@ export const OPENAPI_ROUTES = {
 } as const
 
 /** Test-only routes (NODE_ENV=test) are not part of the interface. */
-const EXCLUDED_PREFIXES = ['/__test']
+/** Not part of the JSON API: test-only routes, the staff console (HTML) and its live events. */
+const EXCLUDED_PREFIXES = ['/__test', '/console', '/__transmit']
 
 /** swagger-ui-dist files the explorer page loads, served from node_modules (works offline). */
 const EXPLORER_ASSETS: Record<string, string> = {

@@ -1,7 +1,11 @@
 import type { OutgoingMail } from '#identity/services/mailer'
 import { escapeHtml } from '#identity/services/mailer'
 
-function layout(title: string, paragraphs: string[], link?: { href: string; label: string }) {
+export function mailLayout(
+  title: string,
+  paragraphs: string[],
+  link?: { href: string; label: string }
+) {
   const body = paragraphs.map((p) => `<p>${escapeHtml(p)}</p>`).join('\n')
   const button = link
     ? `<p><a href="${escapeHtml(link.href)}">${escapeHtml(link.label)}</a></p>`
@@ -19,7 +23,10 @@ export function verificationMail(to: string, username: string, link: string): Ou
     to,
     subject: 'Verify your e-mail address',
     text: `${lines.join('\n\n')}\n\n${link}\n`,
-    html: layout('Verify your e-mail address', lines, { href: link, label: 'Verify my address' }),
+    html: mailLayout('Verify your e-mail address', lines, {
+      href: link,
+      label: 'Verify my address',
+    }),
   }
 }
 
@@ -33,7 +40,7 @@ export function registrationAttemptMail(to: string, loginUrl: string): OutgoingM
     to,
     subject: 'Your Agent Host account',
     text: `${lines.join('\n\n')}\n\n${loginUrl}\n`,
-    html: layout('Your Agent Host account', lines),
+    html: mailLayout('Your Agent Host account', lines),
   }
 }
 
@@ -48,6 +55,6 @@ export function exportReadyMail(to: string, link: string, expiresAt: Date): Outg
     to,
     subject: 'Your data export is ready',
     text: `${lines.join('\n\n')}\n\n${link}\n`,
-    html: layout('Your data export is ready', lines, { href: link, label: 'Download my data' }),
+    html: mailLayout('Your data export is ready', lines, { href: link, label: 'Download my data' }),
   }
 }

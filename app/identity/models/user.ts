@@ -77,6 +77,17 @@ export default class User extends UuidModel {
   @column.dateTime()
   declare disabledAt: DateTime | null
 
+  /** Staff two-factor sign-in (console): encrypted TOTP secret, set once confirmed. */
+  @column({ serializeAs: null })
+  declare totpSecretEncrypted: string | null
+
+  @column.dateTime()
+  declare totpEnabledAt: DateTime | null
+
+  /** SHA-256 hashes of the recovery codes not used yet. */
+  @column({ serializeAs: null, prepare: (value: string[]) => JSON.stringify(value ?? []) })
+  declare totpRecoveryHashes: string[]
+
   @column.dateTime({ autoCreate: true })
   declare createdAt: DateTime
 

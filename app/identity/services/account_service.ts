@@ -121,7 +121,8 @@ export async function issueVerificationLink(user: User): Promise<string> {
   return `${appUrl}/auth/verify-email/${token}`
 }
 
-async function mailVerificationLink(user: User) {
+/** Mails a fresh verification link (registration, resend, staff resend from the console). */
+export async function mailVerificationLink(user: User) {
   const link = await issueVerificationLink(user)
   await sendMailInBackground(verificationMail(user.email, user.username, link))
 }

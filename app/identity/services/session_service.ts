@@ -80,11 +80,12 @@ async function checkPassword(email: string, password: string): Promise<User> {
 }
 
 /**
- * POST /auth/login. One message for an unknown e-mail and a wrong password;
- * after 10 failures for the same e-mail and client address within 15
- * minutes, 429 until the window passes (a success resets the count).
+ * Checks an e-mail and password for a sign-in (the dashboard's and the
+ * console's). One message for an unknown e-mail and a wrong password; after
+ * 10 failures for the same e-mail and client address within 15 minutes,
+ * 429 until the window passes (a success resets the count).
  */
-export async function login(emailInput: string, password: string, ip: string) {
+export async function authenticate(emailInput: string, password: string, ip: string) {
   const email = normalizeEmail(emailInput)
   const throttle = limiter.use({ requests: LOGIN_FAILURES, duration: LOGIN_WINDOW })
   const [throttled, user] = await throttle.penalize(`login:${email}:${ip}`, () =>
@@ -98,7 +99,12 @@ export async function login(emailInput: string, password: string, ip: string) {
 
   if (!user.isVerified) throw new EmailNotVerifiedException()
   if (user.disabledAt) throw new ForbiddenException('This account is disabled')
+  return user
+}
 
+/** POST /auth/login: session tokens for a verified, enabled account. */
+export async function login(emailInput: string, password: string, ip: string) {
+  const user = await authenticate(emailInput, password, ip)
   const { tokens } = await issueSession(user)
   const result: LoginResult = {
     ...tokens,

@@ -4,7 +4,9 @@ import { UuidModel } from '#core/database/uuid_model'
 
 export const ticketCategories = ['technical', 'billing', 'account', 'other'] as const
 export type TicketCategory = (typeof ticketCategories)[number]
-export type TicketStatus = 'open' | 'pending' | 'closed'
+export const ticketStatuses = ['open', 'waiting', 'closed'] as const
+/** open: waits for staff; waiting: staff answered, waits for the holder; closed. */
+export type TicketStatus = (typeof ticketStatuses)[number]
 
 /** A support request from an account holder. */
 export default class SupportTicket extends UuidModel {
@@ -22,6 +24,10 @@ export default class SupportTicket extends UuidModel {
 
   @column()
   declare status: TicketStatus
+
+  /** The staff member working on it, if any. */
+  @column()
+  declare assignedToId: string | null
 
   @column.dateTime({ autoCreate: true })
   declare createdAt: DateTime

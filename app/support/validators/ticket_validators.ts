@@ -6,3 +6,8 @@ export const createTicketValidator = vine.create({
   body: vine.string().trim().minLength(1).maxLength(10_000),
   category: vine.enum(ticketCategories),
 })
+
+/** A reply in a ticket's thread, from the holder or from staff. */
+export const ticketReplyValidator = vine.create({
+  body: vine.string().trim().minLength(1).maxLength(10_000),
+})

@@ -17,6 +17,7 @@ test.group('Support tickets', () => {
       'category',
       'createdAt',
       'id',
+      'replies',
       'status',
       'subject',
       'updatedAt',
@@ -84,5 +85,61 @@ test.group('Support tickets', () => {
   test('tickets need a JWT', async ({ client }) => {
     const response = await client.get('/support/tickets')
     response.assertStatus(401)
+  })
+})
+
+test.group('Support tickets: threads', () => {
+  test('one ticket by id, 404 for another account or a bad id', async ({ client, assert }) => {
+    const owner = await createUser()
+    const created = await client
+      .post('/support/tickets')
+      .bearerToken(jwtFor(owner))
+      .json({ subject: 'Thread', body: 'First message', category: 'technical' })
+    const id = created.body().data.id
+    const mine = await client.get(`/support/tickets/${id}`).bearerToken(jwtFor(owner))
+    mine.assertStatus(200)
+    assert.equal(mine.body().data.id, id)
+    assert.deepEqual(mine.body().data.replies, [])
+    for (const path of [`/support/tickets/${id}`, '/support/tickets/not-a-uuid']) {
+      const other = await client.get(path).bearerToken(jwtFor(await createUser()))
+      other.assertStatus(404)
+      assert.equal(other.body().code, 'NOT_FOUND')
+    }
+  })
+
+  test('the holder replies; the ticket waits for staff again; replies are validated', async ({
+    client,
+    assert,
+  }) => {
+    const owner = await createUser()
+    const jwt = jwtFor(owner)
+    const opened = await client
+      .post('/support/tickets')
+      .bearerToken(jwt)
+      .json({ subject: 'Thread', body: 'First message', category: 'technical' })
+    const id = opened.body().data.id
+    const reply = await client
+      .post(`/support/tickets/${id}/replies`)
+      .bearerToken(jwt)
+      .json({ body: 'More detail' })
+    reply.assertStatus(201)
+    assert.equal(reply.body().data.status, 'open')
+    assert.deepEqual(
+      reply.body().data.replies.map((r: any) => [r.author, r.body]),
+      [['holder', 'More detail']]
+    )
+    const empty = await client
+      .post(`/support/tickets/${id}/replies`)
+      .bearerToken(jwt)
+      .json({ body: '' })
+    empty.assertStatus(400)
+    assert.equal(empty.body().code, 'VALIDATION_ERROR')
+    const foreign = await client
+      .post(`/support/tickets/${id}/replies`)
+      .bearerToken(jwtFor(await createUser()))
+      .json({ body: 'hijack' })
+    foreign.assertStatus(404)
+    const list = await client.get('/support/tickets').bearerToken(jwt)
+    assert.lengthOf(list.body().data.tickets[0].replies, 1)
   })
 })

@@ -1,0 +1,174 @@
+import { DateTime } from 'luxon'
+import db from '@adonisjs/lucid/services/db'
+import { ForbiddenException } from '#core/exceptions/api_exceptions'
+import type User from '#identity/models/user'
+import type { Role } from '#identity/models/user'
+import { grantCredits } from '#credits/services/credits_service'
+import { mailVerificationLink } from '#identity/services/account_service'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
+import type { TicketStatus } from '#support/models/support_ticket'
+import {
+  addStaffReply,
+  assignTicket,
+  findTicket,
+  setTicketStatus,
+} from '#support/services/ticket_desk'
+import { audit } from '#console/services/audit_service'
+import { findAccount, findAgent } from '#console/services/directory'
+import { atLeast, type StaffRole } from '#console/services/staff_roles'
+
+/**
+ * Every staff action the console offers, each checked against the actor's
+ * role here (not only in the page that shows its button: a forged form
+ * meets the same check) and each writing an audit entry.
+ */
+function require(actor: User, role: StaffRole) {
+  if (!atLeast(actor.role, role)) throw new ForbiddenException(`This needs the ${role} role`)
+}
+
+export async function grantAsStaff(actor: User, userId: string, credits: number, reason: string) {
+  require(actor, 'admin')
+  const target = await findAccount(userId)
+  const before = { aiCreditsBalance: target.aiCreditsBalance }
+  const grant = await grantCredits(actor, { userId: target.id, credits, reason })
+  await audit(actor, {
+    action: 'account.grant_credits',
+    targetType: 'account',
+    targetId: target.id,
+    before,
+    after: { aiCreditsBalance: grant.balance, credits, reason },
+  })
+  return grant
+}
+
+export async function setRoleAsStaff(actor: User, userId: string, role: Role) {
+  require(actor, 'admin')
+  const target = await findAccount(userId)
+  if (target.id === actor.id) throw new ForbiddenException('You cannot change your own role')
+  const before = { role: target.role }
+  target.role = role
+  await target.save()
+  await audit(actor, {
+    action: 'account.set_role',
+    targetType: 'account',
+    targetId: target.id,
+    before,
+    after: { role },
+  })
+}
+
+export async function resendVerificationAsStaff(actor: User, userId: string) {
+  require(actor, 'support')
+  const target = await findAccount(userId)
+  if (target.isVerified) return false
+  await mailVerificationLink(target)
+  await audit(actor, {
+    action: 'account.resend_verification',
+    targetType: 'account',
+    targetId: target.id,
+  })
+  return true
+}
+
+/**
+ * Disabling locks every credential at once (the auth layer rejects a
+ * disabled account's JWTs, keys and refresh tokens) and stops its agents.
+ */
+export async function setDisabledAsStaff(actor: User, userId: string, disabled: boolean) {
+  require(actor, 'admin')
+  const target = await findAccount(userId)
+  if (target.id === actor.id) throw new ForbiddenException('You cannot disable your own account')
+  const before = { disabledAt: target.disabledAt?.toISO() ?? null }
+  target.disabledAt = disabled ? DateTime.now() : null
+  await target.save()
+  if (disabled) {
+    const agents = await db
+      .from('agents')
+      .where('user_id', target.id)
+      .where('status', 'active')
+      .select('id')
+    for (const row of agents) {
+      const agent = await findAgent(row.id)
+      await agentLifecycle.stop(agent)
+    }
+  }
+  await audit(actor, {
+    action: disabled ? 'account.disable' : 'account.enable',
+    targetType: 'account',
+    targetId: target.id,
+    before,
+    after: { disabledAt: target.disabledAt?.toISO() ?? null },
+  })
+}
+
+export type AgentAction = 'start' | 'stop' | 'restart'
+
+export async function agentActionAsStaff(actor: User, agentId: string, action: AgentAction) {
+  require(actor, 'operator')
+  const agent = await findAgent(agentId)
+  const before = { status: agent.status }
+  const result =
+    action === 'start'
+      ? await agentLifecycle.start(agent)
+      : action === 'stop'
+        ? await agentLifecycle.stop(agent)
+        : await agentLifecycle.restart(agent)
+  await audit(actor, {
+    action: `agent.${action}`,
+    targetType: 'agent',
+    targetId: agent.id,
+    before,
+    after: { ...result },
+  })
+  return result
+}
+
+export async function replyAsStaff(actor: User, ticketId: string, body: string, internal: boolean) {
+  require(actor, 'support')
+  const ticket = await findTicket(ticketId)
+  const before = { status: ticket.status }
+  await addStaffReply(actor, ticket, body, internal)
+  await audit(actor, {
+    action: internal ? 'ticket.note' : 'ticket.reply',
+    targetType: 'ticket',
+    targetId: ticket.id,
+    before,
+    after: { status: ticket.status },
+  })
+}
+
+export async function setTicketStatusAsStaff(actor: User, ticketId: string, status: TicketStatus) {
+  require(actor, 'support')
+  const ticket = await findTicket(ticketId)
+  const before = { status: ticket.status }
+  await setTicketStatus(ticket, status)
+  await audit(actor, {
+    action: 'ticket.status',
+    targetType: 'ticket',
+    targetId: ticket.id,
+    before,
+    after: { status },
+  })
+}
+
+export async function assignTicketAsStaff(
+  actor: User,
+  ticketId: string,
+  assigneeId: string | null
+) {
+  require(actor, 'support')
+  const ticket = await findTicket(ticketId)
+  if (assigneeId) {
+    const assignee = await findAccount(assigneeId)
+    if (!atLeast(assignee.role, 'support')) throw new ForbiddenException('Tickets go to staff only')
+  }
+  const before = { assignedToId: ticket.assignedToId }
+  await assignTicket(ticket, assigneeId)
+  await audit(actor, {
+    action: 'ticket.assign',
+    targetType: 'ticket',
+    targetId: ticket.id,
+    before,
+    after: { assignedToId: assigneeId },
+  })
+}

@@ -1,0 +1,214 @@
+import { test } from '@japa/runner'
+import db from '@adonisjs/lucid/services/db'
+import User from '#identity/models/user'
+import { createUser, jwtFor } from '#tests/helpers/identity'
+import { ConsoleVisitor, locationOf, statusOf, totpCode } from '#tests/helpers/console'
+import { baseUrl } from '#tests/helpers/http'
+
+async function balanceStatus(jwt: string): Promise<number> {
+  const answer = await fetch(`${baseUrl()}/ai-credits/balance`, {
+    headers: { authorization: `Bearer ${jwt}` },
+  })
+  await answer.body?.cancel()
+  return answer.status
+}
+
+/** Every console page and form, with the least role that may use it. */
+const PAGES = [
+  { path: '/console', role: 'support' },
+  { path: '/console/accounts', role: 'support' },
+  { path: '/console/agents', role: 'support' },
+  { path: '/console/support', role: 'support' },
+  { path: '/console/payments', role: 'support' },
+  { path: '/console/audit', role: 'admin' },
+] as const
+
+const RANK = { user: 0, support: 1, operator: 2, admin: 3 } as const
+
+test.group('Console: sign-in and role gates', () => {
+  test('a user account gets a 403 page, not the console', async ({ assert }) => {
+    const visitor = new ConsoleVisitor()
+    const answer = await visitor.signIn(await createUser({ role: 'user' }))
+    assert.equal(answer.status, 403)
+    assert.include(answer.html, 'no console access')
+    const overview = await visitor.get('/console')
+    assert.equal(overview.status, 302)
+    assert.equal(overview.location, '/console/login')
+  })
+
+  test('pages need a session', async ({ assert }) => {
+    for (const { path } of PAGES) {
+      const answer = await new ConsoleVisitor().get(path)
+      assert.equal(answer.status, 302, path)
+      assert.equal(answer.location, '/console/login', path)
+    }
+  })
+
+  test('{role} reaches exactly the pages of its role')
+    .with(['support', 'operator', 'admin'] as const)
+    .run(async ({ assert }, role) => {
+      const visitor = await ConsoleVisitor.signedIn(await createUser({ role }))
+      for (const page of PAGES) {
+        const answer = await visitor.get(page.path)
+        const allowed = RANK[role] >= RANK[page.role]
+        assert.equal(answer.status, allowed ? 200 : 403, `${role} ${page.path}`)
+      }
+    })
+
+  test('operators and admins set up TOTP at first sign-in and need a code afterwards', async ({
+    assert,
+  }) => {
+    const operator = await createUser({ role: 'operator' })
+    const first = new ConsoleVisitor()
+    await first.get('/console/login')
+    const login = await first.post('/console/login', {
+      email: operator.email,
+      password: 'correct-horse-battery',
+    })
+    assert.equal(login.location, '/console/totp/setup')
+    // No way around the setup page.
+    assert.equal(await locationOf(first.get('/console')), '/console/login')
+    const setup = await first.get('/console/totp/setup')
+    assert.match(setup.html, /src="data:image\/png;base64,/)
+    const secret = /id="totp-secret">([A-Z2-7]+)</.exec(setup.html)![1]
+    const wrong = await first.post('/console/totp/setup', { code: '000000' })
+    assert.equal(wrong.location, '/console/totp/setup')
+    const done = await first.post('/console/totp/setup', { code: totpCode(operator.email, secret) })
+    assert.equal(done.status, 200)
+    const codes = [...done.html.matchAll(/<code>([0-9a-f-]{23})<\/code>/g)].map((m) => m[1])
+    assert.lengthOf(codes, 10)
+    assert.equal(await statusOf(first.get('/console')), 200)
+
+    const stored = await User.findOrFail(operator.id)
+    assert.isNotNull(stored.totpEnabledAt)
+    assert.notInclude(String(stored.totpSecretEncrypted), secret)
+
+    // Second sign-in: password, then a code (or a recovery code, once).
+    const second = new ConsoleVisitor()
+    await second.get('/console/login')
+    const step = await second.post('/console/login', {
+      email: operator.email,
+      password: 'correct-horse-battery',
+    })
+    assert.equal(step.location, '/console/login/totp')
+    assert.equal(await locationOf(second.get('/console')), '/console/login')
+    await second.get('/console/login/totp')
+    assert.equal(
+      await locationOf(second.post('/console/login/totp', { code: '123456' })),
+      '/console/login/totp'
+    )
+    const ok = await second.post('/console/login/totp', { code: codes[0] })
+    assert.equal(ok.location, '/console')
+
+    const third = new ConsoleVisitor()
+    await third.get('/console/login')
+    await third.post('/console/login', { email: operator.email, password: 'correct-horse-battery' })
+    await third.get('/console/login/totp')
+    assert.equal(
+      await locationOf(third.post('/console/login/totp', { code: codes[0] })),
+      '/console/login/totp'
+    )
+    assert.equal(
+      await locationOf(
+        third.post('/console/login/totp', { code: totpCode(operator.email, secret) })
+      ),
+      '/console'
+    )
+  })
+
+  test('a post without the CSRF token is refused and changes nothing', async ({ assert }) => {
+    const admin = await createUser({ role: 'admin' })
+    const target = await createUser({ credits: 0 })
+    const visitor = await ConsoleVisitor.signedIn(admin)
+    await visitor.get(`/console/accounts/${target.id}`)
+    const forged = await visitor.post(
+      `/console/accounts/${target.id}/grant`,
+      { credits: '500', reason: 'forged' },
+      { csrf: false }
+    )
+    assert.equal(forged.status, 403)
+    const wrongToken = await visitor.request('POST', `/console/accounts/${target.id}/grant`, {
+      credits: '500',
+      reason: 'forged',
+      _csrf: 'abc',
+    })
+    assert.equal(wrongToken.status, 403)
+    const unchanged = await User.findOrFail(target.id)
+    assert.equal(unchanged.aiCreditsBalance, 0)
+  })
+
+  test('support cannot grant credits, set roles, disable accounts or run agents, even with a valid form', async ({
+    assert,
+  }) => {
+    const support = await createUser({ role: 'support' })
+    const target = await createUser({ credits: 0 })
+    const visitor = await ConsoleVisitor.signedIn(support)
+    const page = await visitor.get(`/console/accounts/${target.id}`)
+    assert.notInclude(page.html, 'id="grant-form"')
+    for (const [path, form] of [
+      [`/console/accounts/${target.id}/grant`, { credits: '500', reason: 'please' }],
+      [`/console/accounts/${target.id}/role`, { role: 'admin' }],
+      [`/console/accounts/${target.id}/disable`, {}],
+    ] as const) {
+      const answer = await visitor.post(path, form)
+      assert.equal(answer.status, 403, path)
+    }
+    const fresh = await User.findOrFail(target.id)
+    assert.equal(fresh.aiCreditsBalance, 0)
+    assert.equal(fresh.role, 'user')
+    assert.isNull(fresh.disabledAt)
+    const audit = await db.from('audit_entries').where('target_id', target.id)
+    assert.lengthOf(audit, 0)
+  })
+
+  test('an admin grant reaches the API balance and is audited', async ({ assert, client }) => {
+    const admin = await createUser({ role: 'admin' })
+    const target = await createUser({ credits: 0 })
+    const visitor = await ConsoleVisitor.signedIn(admin)
+    await visitor.get(`/console/accounts/${target.id}`)
+    const grant = await visitor.post(`/console/accounts/${target.id}/grant`, {
+      credits: '750',
+      reason: 'goodwill after outage',
+    })
+    assert.equal(grant.status, 302)
+    const balance = await client.get('/ai-credits/balance').bearerToken(jwtFor(target))
+    assert.equal(balance.body().data.balance, 750)
+    const entry = await db
+      .from('audit_entries')
+      .where('target_id', target.id)
+      .where('action', 'account.grant_credits')
+      .firstOrFail()
+    assert.equal(entry.actor_email, admin.email)
+    assert.deepEqual(entry.before, { aiCreditsBalance: 0 })
+    assert.equal(entry.after.aiCreditsBalance, 750)
+    const auditPage = await visitor.get('/console/audit?q=account.grant')
+    assert.include(auditPage.html, 'goodwill after outage')
+  })
+
+  test('disabling an account stops its credentials at once', async ({ assert }) => {
+    const admin = await createUser({ role: 'admin' })
+    const target = await createUser()
+    const jwt = jwtFor(target)
+    assert.equal(await balanceStatus(jwt), 200)
+    const visitor = await ConsoleVisitor.signedIn(admin)
+    await visitor.get(`/console/accounts/${target.id}`)
+    assert.equal(await statusOf(visitor.post(`/console/accounts/${target.id}/disable`)), 302)
+    assert.equal(await balanceStatus(jwt), 401)
+    await visitor.get(`/console/accounts/${target.id}`)
+    await visitor.post(`/console/accounts/${target.id}/enable`)
+    assert.equal(await balanceStatus(jwt), 200)
+  })
+
+  test('unknown or malformed ids are 404 pages, never 500', async ({ assert }) => {
+    const visitor = await ConsoleVisitor.signedIn(await createUser({ role: 'admin' }))
+    for (const path of [
+      '/console/accounts/nope',
+      '/console/agents/00000000-0000-0000-0000-000000000000',
+      '/console/support/%00x',
+    ]) {
+      const answer = await visitor.get(path)
+      assert.oneOf(answer.status, [400, 404], path)
+    }
+    assert.equal(await statusOf(visitor.get('/console/accounts?page=-1')), 400)
+  })
+})
