@@ -57,7 +57,8 @@ const RESPONSE_OVERRIDES: Record<string, Record<string, Schema>> = {
   },
 }
 
-function isExcluded(pattern: string): boolean {
+/** True for routes the JSON API document leaves out (test-only routes, the console). */
+export function isExcluded(pattern: string): boolean {
   return EXCLUDED_PREFIXES.some((prefix) => pattern === prefix || pattern.startsWith(`${prefix}/`))
 }
 

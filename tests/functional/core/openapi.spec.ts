@@ -3,7 +3,7 @@ import router from '@adonisjs/core/services/router'
 import type { RouteJSON } from '@adonisjs/core/types/http'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import { baseUrl } from '#tests/helpers/http'
-import openApiService from '#core/openapi/openapi_service'
+import openApiService, { isExcluded } from '#core/openapi/openapi_service'
 import { runAutoswagger } from '#core/openapi/autoswagger_engine'
 import { DocumentBuilder } from '#core/openapi/document_builder'
 import { validatorUsedBy } from '#core/openapi/controller_source'
@@ -87,7 +87,7 @@ test.group('OpenAPI document', () => {
 
     const expected = new Set<string>()
     for (const route of routes) {
-      if (route.pattern.startsWith('/__test')) continue
+      if (isExcluded(route.pattern)) continue
       for (const method of route.methods) {
         if (method === 'HEAD') continue
         expected.add(`${method.toLowerCase()} ${toTemplate(route.pattern)}`)
@@ -98,7 +98,8 @@ test.group('OpenAPI document', () => {
       for (const method of Object.keys(operations)) described.add(`${method} ${path}`)
     }
     assert.deepEqual([...described].sort(), [...expected].sort())
-    assert.isFalse(Object.keys(doc.paths).some((path) => path.startsWith('/__test')))
+    assert.isFalse(Object.keys(doc.paths).some((path) => isExcluded(path)))
+    assert.isFalse(Object.keys(doc.paths).some((path) => path.startsWith('/console')))
 
     // Each {param} of a path is declared as a required path parameter.
     for (const [path, operations] of Object.entries<Doc>(doc.paths)) {
@@ -148,7 +149,7 @@ test.group('OpenAPI document', () => {
     }
 
     for (const route of router.toJSON().root) {
-      if (route.pattern.startsWith('/__test')) continue
+      if (isExcluded(route.pattern)) continue
       const auth = middlewareNames(route).find((m) => m.name === 'auth')
       const optional = middlewareNames(route).some((m) =>
         ['optionalAuth', 'silentAuth'].includes(m.name ?? '')
