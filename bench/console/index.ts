@@ -13,7 +13,7 @@
  * client saw, next to a baseline in the same run: GET /health.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -154,6 +154,48 @@ class Visitor {
   }
 }
 
+function textOption(name: string): string | undefined {
+  const index = process.argv.indexOf(`--${name}`)
+  return index > 0 ? process.argv[index + 1] : undefined
+}
+
+/** `--screenshots <dir>`: a PNG of each page at 1280 px, and the overview on a phone. */
+async function screenshots(dir: string, visitor: Visitor, pages: Array<[string, string]>) {
+  const { chromium } = await import('playwright-core')
+  mkdirSync(dir, { recursive: true })
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-dev-shm-usage'],
+  })
+  try {
+    const cookies = [...visitor.cookies].map(([name, value]) => ({ name, value, url: BASE }))
+    for (const [width, height, suffix] of [
+      [1280, 900, ''],
+      [390, 844, '-phone'],
+    ] as const) {
+      const context = await browser.newContext({ viewport: { width, height } })
+      await context.addCookies(cookies)
+      const page = await context.newPage()
+      const shots = suffix ? pages.slice(0, 1) : pages
+      for (const [label, path] of shots) {
+        await page.goto(`${BASE}${path}`)
+        const name = label
+          .replace(/[^a-z0-9]+/gi, '-')
+          .replace(/-+$/, '')
+          .toLowerCase()
+        await page.screenshot({ path: join(dir, `${name}${suffix}.png`) })
+      }
+      await context.close()
+    }
+    const anonymous = await browser.newPage({ viewport: { width: 1280, height: 600 } })
+    await anonymous.goto(`${BASE}/console/login`)
+    await anonymous.screenshot({ path: join(dir, 'login.png') })
+  } finally {
+    await browser.close()
+  }
+  console.log(`screenshots written to ${dir}`)
+}
+
 function percentile(values: number[], p: number) {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
@@ -236,6 +278,9 @@ try {
   console.log('| page | server p50 | server p95 | client p50 | client p95 |')
   console.log('|---|---|---|---|---|')
   for (const row of rows) console.log(row)
+
+  const shotsDir = textOption('screenshots')
+  if (shotsDir) await screenshots(shotsDir, admin, pages.slice(1))
 } finally {
   server.kill('SIGTERM')
   await new Promise((resolve) => (serverExited ? resolve(null) : server.once('exit', resolve)))

@@ -212,3 +212,18 @@ test.group('Console: sign-in and role gates', () => {
     assert.equal(await statusOf(visitor.get('/console/accounts?page=-1')), 400)
   })
 })
+
+test.group('Console: pages', () => {
+  test('the account page marks the current role and the current section only', async ({
+    assert,
+  }) => {
+    const admin = await createUser({ role: 'admin' })
+    const target = await createUser({ role: 'support' })
+    const visitor = await ConsoleVisitor.signedIn(admin)
+    const page = await visitor.get(`/console/accounts/${target.id}`)
+    assert.match(page.html, /<option value="support" selected>/)
+    assert.notMatch(page.html, /<option value="(user|operator|admin)" selected>/)
+    assert.lengthOf([...page.html.matchAll(/aria-current=page/g)], 1)
+    assert.notInclude(page.html, '@if(')
+  })
+})
