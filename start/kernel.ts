@@ -20,6 +20,7 @@ server.use([
 
 router.use([
   () => import('@adonisjs/core/bodyparser_middleware'),
+  () => import('#core/http/input_gate_middleware'),
   () => import('#identity/middleware/initialize_auth_middleware'),
 ])
 
