@@ -13,7 +13,9 @@ const bodyParserConfig = defineConfig({
   },
   json: {
     encoding: 'utf-8',
-    limit: '1mb',
+    // The largest route class (container file writes); smaller classes are held
+    // to their own limit by app/core/http/body_limit_middleware.ts.
+    limit: '6mb',
     strict: true,
     convertEmptyStringsToNull: false,
     types: [

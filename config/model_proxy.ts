@@ -10,7 +10,9 @@ import env from '#start/env'
  * paid request costs at least 1 credit. A model is priced by the longest
  * key of `rates` its name starts with, after dropping a `vendor/` prefix
  * (`openai/gpt-4o-mini-2024-07-18` -> `gpt-4o-mini`); unknown models pay
- * `defaultRate`. The built-in `local-dev` model is free.
+ * `defaultRate`. Only the built-in `local-dev` model (answering when
+ * MODEL_API_URL is unset) is free; with an upstream every model is paid,
+ * `local-dev` included.
  *
  * The object is mutable on purpose: tests point `upstream` at a local
  * stand-in server and add rates for its model.
@@ -57,7 +59,6 @@ export const modelProxyConfig: ModelProxyConfig = {
   holdTtlMs: 60 * 60_000,
   // 1 AI Credit is about 0.0012 USD (the 25,000-credit pack costs 30 USD).
   rates: {
-    [LOCAL_DEV_MODEL]: { input: 0, output: 0 },
     'gpt-4o-mini': { input: 200, output: 800 },
     'gpt-4o': { input: 3000, output: 12000 },
     'gpt-4.1-nano': { input: 150, output: 600 },

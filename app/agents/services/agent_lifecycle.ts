@@ -1,6 +1,6 @@
 import app from '@adonisjs/core/services/app'
 import logger from '@adonisjs/core/services/logger'
-import { ConflictException, NotFoundException } from '#core/exceptions/api_exceptions'
+import { NotFoundException, ValidationException } from '#core/exceptions/api_exceptions'
 import type { RuntimeService } from '#runtime/runtime_service'
 import type { RuntimeEvent } from '#runtime/types'
 import Agent, { type AgentStatus } from '#agents/models/agent'
@@ -83,7 +83,7 @@ export class AgentLifecycle {
 
   async #start(agentId: string) {
     const agent = await this.#fresh(agentId)
-    if (agent.status === 'paused') throw new ConflictException(PAUSED_MESSAGE)
+    if (agent.status === 'paused') throw new ValidationException(PAUSED_MESSAGE)
     if (agent.status !== 'active') await setStatus(agent.id, 'active')
     try {
       const runtime = await this.runtime()
@@ -123,7 +123,7 @@ export class AgentLifecycle {
   restart(agent: Agent): Promise<RestartResult> {
     return this.#serial(agent.id, async () => {
       const fresh = await this.#fresh(agent.id)
-      if (fresh.status === 'paused') throw new ConflictException(PAUSED_MESSAGE)
+      if (fresh.status === 'paused') throw new ValidationException(PAUSED_MESSAGE)
       if (fresh.status !== 'active') await setStatus(fresh.id, 'active')
       try {
         const runtime = await this.runtime()

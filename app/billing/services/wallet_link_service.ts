@@ -10,7 +10,7 @@ import {
   type SignatureBytes,
 } from '@solana/kit'
 import { appUrl } from '#config/app'
-import { ConflictException, ValidationException } from '#core/exceptions/api_exceptions'
+import { ValidationException } from '#core/exceptions/api_exceptions'
 import User from '#identity/models/user'
 import WalletNonce from '#billing/models/wallet_nonce'
 
@@ -80,6 +80,8 @@ function decodeSignature(value: string): SignatureBytes | null {
 }
 
 const PG_UNIQUE_VIOLATION = '23505'
+/** A wallet links to one account only (CONTRACT, Paying): 400, naming the field. */
+const WALLET_TAKEN = 'This wallet is already linked to another account (field "address")'
 
 /**
  * POST /auth/wallet: links `address` to the account when `signature` is the
@@ -128,7 +130,7 @@ export async function linkWallet(
   }
 
   const owner = await User.query().where('wallet_address', address).whereNot('id', user.id).first()
-  if (owner) throw new ConflictException('This wallet is already linked to another account')
+  if (owner) throw new ValidationException(WALLET_TAKEN)
 
   try {
     await db.transaction(async (trx) => {
@@ -148,7 +150,7 @@ export async function linkWallet(
     })
   } catch (error) {
     if ((error as { code?: string }).code === PG_UNIQUE_VIOLATION) {
-      throw new ConflictException('This wallet is already linked to another account')
+      throw new ValidationException(WALLET_TAKEN)
     }
     throw error
   }

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto'
 import db from '@adonisjs/lucid/services/db'
 import { chatConfig } from '#config/chat'
-import { ConflictException, ValidationException } from '#core/exceptions/api_exceptions'
+import { RateLimitExceededException, ValidationException } from '#core/exceptions/api_exceptions'
 
 /**
  * `Idempotency-Key` on the chat routes: the first request with a key runs
@@ -9,7 +9,7 @@ import { ConflictException, ValidationException } from '#core/exceptions/api_exc
  * (same caller, same route, same body) gets that answer again without
  * running or charging anything.
  *
- * - Concurrent duplicate while the first is still running: 409 CONFLICT
+ * - Concurrent duplicate while the first is still running: 429 with Retry-After
  *   (retry later) - the second never waits, so no request holds a
  *   connection open on another's behalf.
  * - The same key with a different body: 400 VALIDATION_ERROR.
@@ -129,11 +129,12 @@ export async function startIdempotent(scope: IdempotencyScope): Promise<Idempote
       if (taken.rows.length > 0) return { replay: false, ticket: ticketFor(row.id) }
       continue
     }
-    throw new ConflictException(
-      'A request with this Idempotency-Key is still being processed; retry shortly'
+    throw RateLimitExceededException.retryAfter(
+      'A request with this Idempotency-Key is still being processed; retry shortly',
+      1
     )
   }
-  throw new ConflictException('This Idempotency-Key is busy; retry shortly')
+  throw RateLimitExceededException.retryAfter('This Idempotency-Key is busy; retry shortly', 1)
 }
 
 /** Job: forgets keys older than their 24 h. */

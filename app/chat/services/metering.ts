@@ -6,8 +6,25 @@ export interface TokenUsage {
   outputTokens: number
 }
 
-/** The rate of a model: longest matching key of the table, else the default. */
+const FREE: ModelRate = { input: 0, output: 0 }
+
+/** The built-in development model answers: the one free model (CONTRACT.md, AI Credits). */
+function isBuiltInLocalModel(model: string): boolean {
+  return model === LOCAL_DEV_MODEL && !modelProxyConfig.upstream.url
+}
+
+/**
+ * The rate of a model: longest matching key of the table, else the default.
+ * Rates of zero in the table do not make a model free (only the built-in
+ * local model is), so a misconfigured entry cannot give usage away.
+ */
 export function rateFor(model: string): ModelRate {
+  if (isBuiltInLocalModel(model)) return FREE
+  const rate = tableRate(model)
+  return rate.input > 0 || rate.output > 0 ? rate : modelProxyConfig.defaultRate
+}
+
+function tableRate(model: string): ModelRate {
   const { rates, defaultRate } = modelProxyConfig
   const name = model.toLowerCase()
   const bare = name.includes('/') ? name.slice(name.lastIndexOf('/') + 1) : name
@@ -28,8 +45,7 @@ export function creditsFor(model: string, usage: TokenUsage): number {
 }
 
 export function isFreeModel(model: string): boolean {
-  const rate = rateFor(model)
-  return model === LOCAL_DEV_MODEL || (rate.input === 0 && rate.output === 0)
+  return isBuiltInLocalModel(model)
 }
 
 /** About four characters per token (used when a provider reports no usage). */

@@ -6,19 +6,36 @@ import { Exception } from '@adonisjs/core/exceptions'
  */
 export abstract class ApiException extends Exception {
   abstract readonly apiCode: string
+  /** Extra answer headers, e.g. Retry-After on a 429. */
+  readonly headers: Record<string, string>
 
-  constructor(message: string, options?: { status?: number; cause?: unknown }) {
+  constructor(
+    message: string,
+    options?: { status?: number; cause?: unknown; headers?: Record<string, string> }
+  ) {
     super(message, { status: options?.status, cause: options?.cause })
+    this.headers = options?.headers ?? {}
   }
 }
 
+interface ApiExceptionOptions {
+  cause?: unknown
+  headers?: Record<string, string>
+}
+
+/**
+ * One class per failure kind. Only the spec's codes (and the four
+ * CONTRACT.md adds) exist: there is no CONFLICT code; a dependency that is
+ * down answers 503 with SERVER_ERROR, an oversized body 413 with
+ * VALIDATION_ERROR.
+ */
 function defineApiException(status: number, apiCode: string, defaultMessage: string) {
   return class extends ApiException {
     static status = status
     readonly apiCode = apiCode
 
-    constructor(message: string = defaultMessage, options?: { cause?: unknown }) {
-      super(message, { status, cause: options?.cause })
+    constructor(message: string = defaultMessage, options?: ApiExceptionOptions) {
+      super(message, { status, cause: options?.cause, headers: options?.headers })
     }
   }
 }
@@ -68,13 +85,6 @@ export class AgentNotRunningException extends defineApiException(
   'The agent must be running for this action'
 ) {}
 
-/** 409: the request conflicts with the current state (duplicate, in progress). */
-export class ConflictException extends defineApiException(
-  409,
-  'CONFLICT',
-  'The request conflicts with the current state'
-) {}
-
 /** 410: retired routes. */
 export class GoneException extends defineApiException(
   410,
@@ -85,7 +95,7 @@ export class GoneException extends defineApiException(
 /** 413: request body over the size limit. */
 export class PayloadTooLargeException extends defineApiException(
   413,
-  'PAYLOAD_TOO_LARGE',
+  'VALIDATION_ERROR',
   'The request body is too large'
 ) {}
 
@@ -101,11 +111,18 @@ export class RateLimitExceededException extends defineApiException(
   429,
   'RATE_LIMIT_EXCEEDED',
   'Rate limit exceeded'
-) {}
+) {
+  /** A 429 that tells the client when to come back (Retry-After, whole seconds). */
+  static retryAfter(message: string, seconds: number) {
+    return new RateLimitExceededException(message, {
+      headers: { 'Retry-After': String(Math.max(1, Math.ceil(seconds))) },
+    })
+  }
+}
 
 /** 503: a dependency the request needs is not available (database, price feed). */
 export class ServiceUnavailableException extends defineApiException(
   503,
-  'SERVICE_UNAVAILABLE',
+  'SERVER_ERROR',
   'The service is temporarily unavailable'
 ) {}

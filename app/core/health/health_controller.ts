@@ -8,7 +8,7 @@ export default class HealthController {
    * @summary Service health
    * @description 200 once the database answers and migrations are applied; 503 otherwise. No credential needed.
    * @responseBody 200 - {"success":true,"data":{"status":"ok","database":"ok","migrations":"applied","uptimeSecs":12}}
-   * @responseBody 503 - {"success":false,"error":"Database unreachable","code":"SERVICE_UNAVAILABLE"}
+   * @responseBody 503 - {"success":false,"error":"Database unreachable","code":"SERVER_ERROR"}
    */
   async handle(_ctx: HttpContext) {
     const report = await healthService.check()

@@ -32,7 +32,7 @@ const FRAMEWORK_CODES: Record<string, { status: number; code: string; message?: 
   E_TOO_MANY_REQUESTS: { status: 429, code: 'RATE_LIMIT_EXCEEDED', message: 'Rate limit exceeded' },
   E_REQUEST_ENTITY_TOO_LARGE: {
     status: 413,
-    code: 'PAYLOAD_TOO_LARGE',
+    code: 'VALIDATION_ERROR',
     message: 'The request body is too large',
   },
   E_ENCODING_UNSUPPORTED: { status: 400, code: 'VALIDATION_ERROR' },

@@ -1,6 +1,7 @@
 import app from '@adonisjs/core/services/app'
 import { type HttpContext, ExceptionHandler } from '@adonisjs/core/http'
 import { mapError } from '#core/http/error_envelope'
+import { ApiException } from '#core/exceptions/api_exceptions'
 
 /**
  * The one place where errors become HTTP answers: every failure leaves as
@@ -12,6 +13,9 @@ export default class HttpExceptionHandler extends ExceptionHandler {
   async handle(error: unknown, ctx: HttpContext) {
     const mapped = mapError(error)
     ctx.response.header('X-Request-Id', ctx.request.id() ?? '')
+    if (error instanceof ApiException) {
+      for (const [name, value] of Object.entries(error.headers)) ctx.response.header(name, value)
+    }
     // The console is HTML: its failures are pages saying what went wrong.
     if (ctx.request.url().startsWith('/console') && 'view' in ctx) {
       const html = await ctx.view.render('console/pages/error', {

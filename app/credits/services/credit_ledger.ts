@@ -171,5 +171,18 @@ export async function entriesOf(userId: string, limit: number): Promise<CreditLe
   return CreditLedgerEntry.query().where('user_id', userId).orderBy('seq', 'desc').limit(limit)
 }
 
-const creditLedger = { credit, debit, balanceOf, entriesOf }
+/**
+ * Usage: every debit (spending, `credits` < 0) and every metered model call
+ * (kind `llm`, free ones included), newest first; grants, purchases,
+ * rewards and refunds are not usage.
+ */
+export async function debitsOf(userId: string, limit: number): Promise<CreditLedgerEntry[]> {
+  return CreditLedgerEntry.query()
+    .where('user_id', userId)
+    .where((query) => query.where('credits', '<', 0).orWhere('kind', 'llm'))
+    .orderBy('seq', 'desc')
+    .limit(limit)
+}
+
+const creditLedger = { credit, debit, balanceOf, entriesOf, debitsOf }
 export default creditLedger

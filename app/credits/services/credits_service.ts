@@ -44,9 +44,9 @@ export async function balanceView(user: User) {
   }
 }
 
-/** GET /ai-credits/history: every ledger entry, newest first. */
+/** GET /ai-credits/history: usage only (debits and model calls), newest first. */
 export async function historyView(user: User, limit: number) {
-  const entries = await creditLedger.entriesOf(user.id, limit)
+  const entries = await creditLedger.debitsOf(user.id, limit)
   return { usage: entries.map(presentEntry) }
 }
 

@@ -6,11 +6,7 @@ import db from '@adonisjs/lucid/services/db'
 import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
 import { appUrl } from '#config/app'
 import type { TierKey } from '#config/plans'
-import {
-  ConflictException,
-  RateLimitExceededException,
-  ValidationException,
-} from '#core/exceptions/api_exceptions'
+import { RateLimitExceededException, ValidationException } from '#core/exceptions/api_exceptions'
 import User, { type Role } from '#identity/models/user'
 import { isAdminEmail } from '#identity/services/admin_emails'
 import { referralCode, randomToken, sha256 } from '#identity/services/secure_tokens'
@@ -18,6 +14,9 @@ import { sendMailInBackground } from '#identity/services/mailer'
 import { registrationAttemptMail, verificationMail } from '#identity/mails/account_mails'
 import { notify } from '#identity/services/notification_service'
 import { grantMonthlyCredits } from '#credits/services/monthly_grant'
+
+/** A taken username is a validation failure of that field (usernames are public). */
+const USERNAME_TAKEN = 'That username is taken (field "username", rule "unique")'
 
 /** Verification links are valid 24 hours. */
 const VERIFICATION_TTL_HOURS = 24
@@ -138,7 +137,7 @@ export async function register(input: RegistrationInput): Promise<void> {
   const email = normalizeEmail(input.email)
 
   if (await User.findBy('username', input.username)) {
-    throw new ConflictException('That username is taken')
+    throw new ValidationException(USERNAME_TAKEN)
   }
 
   const existing = await User.query().where('email', email).first()
@@ -162,7 +161,7 @@ export async function register(input: RegistrationInput): Promise<void> {
     })
   } catch (error) {
     const constraint = uniqueViolation(error)
-    if (constraint?.includes('username')) throw new ConflictException('That username is taken')
+    if (constraint?.includes('username')) throw new ValidationException(USERNAME_TAKEN)
     if (constraint?.includes('email')) return // registered concurrently: stay neutral
     throw error
   }

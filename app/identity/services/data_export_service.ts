@@ -10,7 +10,7 @@ import { signedUrlFor } from '@adonisjs/core/services/url_builder'
 import { appUrl } from '#config/app'
 import { storageDir } from '#core/bootstrap/paths'
 import {
-  ConflictException,
+  RateLimitExceededException,
   ForbiddenException,
   GoneException,
   NotFoundException,
@@ -62,10 +62,14 @@ export function downloadLink(exportId: string): string {
 
 export const EXPORT_SIGNATURE_PURPOSE = SIGNATURE_PURPOSE
 
+/** A new export may be asked for an hour after the last one was sent. */
+const RESEND_AFTER_MINUTES = 60
+
 /**
  * POST /auth/export-data: records the job and starts it in the background.
- * One export at a time per user (409 while one is in progress), enforced
- * by a partial unique index so two concurrent requests cannot both start.
+ * One export at a time per user, and none within an hour of the last one
+ * sent: 429 with Retry-After. The one-at-a-time rule is a partial unique
+ * index, so two concurrent requests cannot both start.
  */
 export async function requestExport(user: User) {
   await DataExport.query()
@@ -74,12 +78,26 @@ export async function requestExport(user: User) {
     .where('created_at', '<', DateTime.now().minus({ minutes: STALE_AFTER_MINUTES }).toJSDate())
     .update({ status: 'failed', error: 'interrupted' })
 
+  const recent = await DataExport.query()
+    .where('user_id', user.id)
+    .where('status', 'ready')
+    .where('created_at', '>', DateTime.now().minus({ minutes: RESEND_AFTER_MINUTES }).toJSDate())
+    .orderBy('created_at', 'desc')
+    .first()
+  if (recent) {
+    const waitMs = recent.createdAt.plus({ minutes: RESEND_AFTER_MINUTES }).toMillis() - Date.now()
+    throw RateLimitExceededException.retryAfter(
+      'A data export was sent in the last hour; check your mail or try again later',
+      waitMs / 1000
+    )
+  }
+
   let entry: DataExport
   try {
     entry = await DataExport.create({ userId: user.id, status: 'processing' })
   } catch (error) {
     if ((error as { code?: string }).code === PG_UNIQUE_VIOLATION) {
-      throw new ConflictException('A data export is already being prepared')
+      throw RateLimitExceededException.retryAfter('A data export is already being prepared', 60)
     }
     throw error
   }

@@ -142,7 +142,12 @@ test.group('Agents: container files through HTTP', (group) => {
   })
 
   for (const [index, path] of TRAVERSAL_PATHS.entries()) {
-    test(`traversal ${index + 1}: ${JSON.stringify(path)} is 403 on every route`, async ({
+    // Control characters never reach the file manager: the input gate refuses them (400).
+    // eslint-disable-next-line no-control-regex
+    const [status, code] = /[\u0000-\u001f]/.test(path)
+      ? [400, 'VALIDATION_ERROR']
+      : [403, 'FORBIDDEN']
+    test(`traversal ${index + 1}: ${JSON.stringify(path)} is ${status} on every route`, async ({
       client,
       assert,
     }) => {
@@ -156,8 +161,8 @@ test.group('Agents: container files through HTTP', (group) => {
         client.delete(`${files}/delete`).qs({ path }),
       ]) {
         const response = await request.bearerToken(jwt)
-        assert.equal(response.status(), 403, `${JSON.stringify(path)}: ${response.text()}`)
-        assert.equal(response.body().code, 'FORBIDDEN')
+        assert.equal(response.status(), status, `${JSON.stringify(path)}: ${response.text()}`)
+        assert.equal(response.body().code, code)
       }
       const state = foldersOf(agentId).state
       assert.notEqual(await readFile(join(state, 'fixture.json'), 'utf8'), 'pwned')

@@ -93,9 +93,10 @@ test.group('Agents: feed, plan limit pausing, boot recovery', (group) => {
 
     // A paused agent cannot be started until the plan allows it; stopping keeps it paused.
     const start = await client.post(`/agents/${newest.id}/start`).bearerToken(jwt)
-    assert.equal(start.status(), 409)
+    assert.equal(start.status(), 400)
+    assert.equal(start.body().code, 'VALIDATION_ERROR')
     assert.include(start.body().error, 'paused')
-    assert.equal(await statusOf(client.post(`/agents/${newest.id}/restart`).bearerToken(jwt)), 409)
+    assert.equal(await statusOf(client.post(`/agents/${newest.id}/restart`).bearerToken(jwt)), 400)
     assert.equal(await statusOf(client.post(`/agents/${newest.id}/stop`).bearerToken(jwt)), 200)
     const listed = await client.get('/agents').bearerToken(jwt)
     const statuses = listed.body().data.agents.map((item: { status: string }) => item.status)

@@ -128,7 +128,7 @@ test.group('Wallet linking', () => {
     assert.isNull(await walletOf(user))
   })
 
-  test('a wallet links to one account only (409), and an account may replace its wallet', async ({
+  test('a wallet links to one account only (400), and an account may replace its wallet', async ({
     client,
     assert,
   }) => {
@@ -147,8 +147,8 @@ test.group('Wallet linking', () => {
       .post('/auth/wallet')
       .bearerToken(jwtFor(bob))
       .json({ address: wallet.address, signature: await sign(wallet, bobChallenge.message) })
-    taken.assertStatus(409)
-    taken.assertBodyContains({ code: 'CONFLICT' })
+    taken.assertStatus(400)
+    taken.assertBodyContains({ code: 'VALIDATION_ERROR' })
     assert.isNull(await walletOf(bob))
 
     const next = await generateKeyPairSigner()

@@ -112,7 +112,7 @@ test.group('Idempotency-Key on the chat routes', (group) => {
     bad.assertStatus(400)
   })
 
-  test('a concurrent duplicate gets 409 while the first runs; the model runs once', async ({
+  test('a concurrent duplicate gets 429 with Retry-After while the first runs; the model runs once', async ({
     client,
     assert,
   }) => {
@@ -127,9 +127,10 @@ test.group('Idempotency-Key on the chat routes', (group) => {
         .header('Idempotency-Key', 'slow-one')
         .json({ message: 'slow' })
     const [a, b] = await Promise.all([send(), send()])
-    assert.sameMembers([a.status(), b.status()], [200, 409])
-    const conflict = a.status() === 409 ? a : b
-    assert.equal(conflict.body().code, 'CONFLICT')
+    assert.sameMembers([a.status(), b.status()], [200, 429])
+    const busy = a.status() === 429 ? a : b
+    assert.equal(busy.body().code, 'RATE_LIMIT_EXCEEDED')
+    assert.equal(busy.header('retry-after'), '1')
     assert.lengthOf(upstream.requests, 1)
 
     const retry = await send()

@@ -271,7 +271,7 @@ test.group('Model proxy: forwarding to MODEL_API_URL and metering', (group) => {
       messages: [{ role: 'user', content: 'boom' }],
     })
     assert.equal(response.status, 503)
-    assert.deepInclude(await response.json(), { code: 'SERVICE_UNAVAILABLE' })
+    assert.deepInclude(await response.json(), { code: 'SERVER_ERROR' })
     assert.equal(await creditsOf(owner), 5000)
     assert.lengthOf(await db.from('chat_credit_holds').where('user_id', owner.id), 0)
   })

@@ -77,7 +77,7 @@ test.group('Envelope and errors', () => {
   test('a body over the size limit is a 413', async ({ assert }) => {
     const response = await postRaw('/__test/echo', JSON.stringify({ name: 'x'.repeat(2 << 20) }))
     assert.equal(response.status, 413)
-    assert.deepInclude(response.json, { success: false, code: 'PAYLOAD_TOO_LARGE' })
+    assert.deepInclude(response.json, { success: false, code: 'VALIDATION_ERROR' })
   })
 
   test('a malformed percent-encoded path is a 400 in the envelope', async ({ assert }) => {

@@ -96,7 +96,7 @@ test.group('Server boot on the embedded PostgreSQL', (group) => {
     assert.deepEqual(body, {
       success: false,
       error: 'Database unreachable',
-      code: 'SERVICE_UNAVAILABLE',
+      code: 'SERVER_ERROR',
     })
   })
 

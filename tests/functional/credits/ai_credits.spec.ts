@@ -40,7 +40,8 @@ test.group('AI Credits: balance and history', () => {
     const response = await client.get('/ai-credits/history').bearerToken(jwtFor(user))
     response.assertStatus(200)
     const usage = response.body().data.usage
-    assert.lengthOf(usage, 2)
+    // The starting grant is not usage.
+    assert.lengthOf(usage, 1)
     assert.deepInclude(usage[0], {
       kind: 'llm',
       provider: 'openai',
@@ -50,7 +51,6 @@ test.group('AI Credits: balance and history', () => {
       outputTokens: 140,
     })
     assert.equal(new Date(usage[0].createdAt).toISOString(), usage[0].createdAt)
-    assert.deepInclude(usage[1], { kind: 'grant', credits: 1000, inputTokens: 0, outputTokens: 0 })
     for (const field of [
       'kind',
       'provider',
@@ -66,13 +66,14 @@ test.group('AI Credits: balance and history', () => {
 
   test('history limit: default 20, 1 to 100, 400 outside', async ({ client, assert }) => {
     const user = await createUser()
+    await creditLedger.credit(user.id, 100, { kind: 'grant', reason: 'start' })
     for (let i = 0; i < 25; i++) {
-      await creditLedger.credit(user.id, 1, { kind: 'grant', reason: `n${i}` })
+      await creditLedger.debit(user.id, 1, { kind: 'llm', model: `m${i}` })
     }
     const jwt = jwtFor(user)
     const byDefault = await client.get('/ai-credits/history').bearerToken(jwt)
     assert.lengthOf(byDefault.body().data.usage, 20)
-    assert.equal(byDefault.body().data.usage[0].reason, 'n24')
+    assert.equal(byDefault.body().data.usage[0].model, 'm24')
     const one = await client.get('/ai-credits/history').qs({ limit: 1 }).bearerToken(jwt)
     assert.lengthOf(one.body().data.usage, 1)
     const hundred = await client.get('/ai-credits/history').qs({ limit: 100 }).bearerToken(jwt)
@@ -86,13 +87,21 @@ test.group('AI Credits: balance and history', () => {
     }
   })
 
-  test('only the caller’s own entries are listed', async ({ client, assert }) => {
-    const mine = await createUser({ credits: 5 })
-    await createUser({ credits: 7 })
+  test('only the caller’s own debits are listed; grants, purchases and rewards are not usage', async ({
+    client,
+    assert,
+  }) => {
+    const mine = await createUser({ credits: 50 })
+    const other = await createUser({ credits: 70 })
+    await creditLedger.debit(other.id, 7, { kind: 'llm', model: 'gpt-4o' })
+    const before = await client.get('/ai-credits/history').bearerToken(jwtFor(mine))
+    assert.deepEqual(before.body().data.usage, [])
+    await creditLedger.debit(mine.id, 5, { kind: 'llm', model: 'gpt-4o' })
+    await creditLedger.credit(mine.id, 500, { kind: 'referral', reason: 'reward' })
     const response = await client.get('/ai-credits/history').bearerToken(jwtFor(mine))
     assert.deepEqual(
-      response.body().data.usage.map((u: any) => u.credits),
-      [5]
+      response.body().data.usage.map((u: any) => [u.kind, u.credits]),
+      [['llm', -5]]
     )
   })
 })

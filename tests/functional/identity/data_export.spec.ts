@@ -192,21 +192,37 @@ test.group('Data export', () => {
     assert.equal(JSON.parse(response.buffer.toString()).code, 'GONE')
   })
 
-  test('one export at a time per user', async ({ client, assert }) => {
+  test('one export at a time, and none within an hour of the last one sent: 429 with Retry-After', async ({
+    client,
+    assert,
+  }) => {
     const user = await createUser()
     const jwt = jwtFor(user)
     const results = await Promise.all(
       Array.from({ length: 3 }, () => client.post('/auth/export-data').bearerToken(jwt))
     )
     const statuses = results.map((r) => r.status()).sort()
-    assert.deepEqual(statuses, [200, 409, 409])
-    const conflict = results.find((r) => r.status() === 409)!
-    assert.equal(conflict.body().code, 'CONFLICT')
+    assert.deepEqual(statuses, [200, 429, 429])
+    const busy = results.find((r) => r.status() === 429)!
+    assert.equal(busy.body().code, 'RATE_LIMIT_EXCEEDED')
+    assert.isAbove(Number(busy.header('retry-after')), 0)
 
-    // Once it is done (the row is ready before the mail goes out), a new one may start.
+    // Sent (the row is ready before the mail goes out): not again within the hour.
     await waitForMail(user.email, { subject: /export/i })
     const again = await client.post('/auth/export-data').bearerToken(jwt)
-    again.assertStatus(200)
+    again.assertStatus(429)
+    assert.equal(again.body().code, 'RATE_LIMIT_EXCEEDED')
+    const retryAfter = Number(again.header('retry-after'))
+    assert.isAbove(retryAfter, 3500)
+    assert.isAtMost(retryAfter, 3600)
+
+    // An hour later it may start again.
+    await db
+      .from('data_exports')
+      .where('user_id', user.id)
+      .update({ created_at: new Date(Date.now() - 61 * 60 * 1000) })
+    const later = await client.post('/auth/export-data').bearerToken(jwt)
+    later.assertStatus(200)
     await waitForMail(user.email, { subject: /export/i, count: 2 })
   })
 

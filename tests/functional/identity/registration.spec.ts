@@ -211,13 +211,14 @@ test.group('Registration and e-mail verification', () => {
     verified.assertStatus(200)
   })
 
-  test('a taken username is 409 CONFLICT', async ({ client, assert }) => {
+  test('a taken username is 400 VALIDATION_ERROR naming the field', async ({ client, assert }) => {
     const existing = await createUser()
     const response = await client
       .post('/auth/register')
       .json({ email: uniqueEmail('dupname'), username: existing.username, password: PASSWORD })
-    response.assertStatus(409)
-    assert.equal(response.body().code, 'CONFLICT')
+    response.assertStatus(400)
+    assert.equal(response.body().code, 'VALIDATION_ERROR')
+    assert.include(response.body().error, 'username')
   })
 
   test('{field} is validated: {why}')

@@ -1,0 +1,108 @@
+import type { HttpContext } from '@adonisjs/core/http'
+import type { NextFn } from '@adonisjs/core/types/http'
+import { ValidationException } from '#core/exceptions/api_exceptions'
+
+/**
+ * One gate for every route, before any query runs (CONTRACT.md, "Text
+ * input"): a string anywhere in the route params, the query string or the
+ * parsed body (object keys included) that holds a control character or an
+ * unpaired UTF-16 surrogate is a 400 VALIDATION_ERROR naming the field.
+ * PostgreSQL refuses NUL in text and JSON, and no client has a reason to
+ * send the others; refusing at the door keeps them out of every table,
+ * log line and framework config.
+ *
+ * Tab, line feed and carriage return are allowed in free text (body
+ * values), except in fields that name or identify something, listed in
+ * IDENTIFIER_FIELDS; params, query values and object keys allow none.
+ */
+// Matching control characters is the point here.
+// eslint-disable-next-line no-control-regex
+const ANY_CONTROL = /[\u0000-\u001F\u007F-\u009F]/
+// eslint-disable-next-line no-control-regex
+const CONTROL_BUT_WHITESPACE = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/
+
+/** Body fields that identify rather than say something: no line breaks or tabs either. */
+const IDENTIFIER_FIELDS = new Set([
+  'email',
+  'username',
+  'password',
+  'currentPassword',
+  'newPassword',
+  'label',
+  'name',
+  'slug',
+  'filename',
+  'path',
+  'cron',
+  'timezone',
+  'channel',
+  'skillId',
+  'mintAddress',
+  'address',
+  'signature',
+  'txSignature',
+  'tier',
+  'billingPeriod',
+  'paymentToken',
+  'addonKey',
+  'refreshToken',
+  'referralCode',
+  'category',
+  'role',
+  'userId',
+  'token',
+  'code',
+  'avatarUrl',
+  'framework',
+])
+
+function describe(value: string): string | null {
+  if (!value.isWellFormed()) return 'an unpaired UTF-16 surrogate'
+  return null
+}
+
+function check(value: string, field: string, strict: boolean) {
+  const malformed = describe(value)
+  if (malformed) {
+    throw new ValidationException(`The field "${field}" holds ${malformed}`)
+  }
+  if ((strict ? ANY_CONTROL : CONTROL_BUT_WHITESPACE).test(value)) {
+    throw new ValidationException(`The field "${field}" holds a control character`)
+  }
+}
+
+function fieldName(parent: string, key: string | number): string {
+  if (typeof key === 'number') return `${parent}[${key}]`
+  return parent ? `${parent}.${key}` : key
+}
+
+/** Walks a parsed value without recursion (bodies may nest deeply). */
+function inspect(root: unknown, rootName: string, strictValues: boolean) {
+  const stack: Array<{ value: unknown; name: string; key: string }> = [
+    { value: root, name: rootName, key: rootName },
+  ]
+  while (stack.length > 0) {
+    const { value, name, key } = stack.pop()!
+    if (typeof value === 'string') {
+      check(value, name, strictValues || IDENTIFIER_FIELDS.has(key))
+    } else if (Array.isArray(value)) {
+      for (const [index, item] of value.entries()) {
+        stack.push({ value: item, name: fieldName(name, index), key })
+      }
+    } else if (value !== null && typeof value === 'object') {
+      for (const [childKey, child] of Object.entries(value)) {
+        check(childKey, fieldName(name, childKey), true)
+        stack.push({ value: child, name: fieldName(name, childKey), key: childKey })
+      }
+    }
+  }
+}
+
+export default class InputGateMiddleware {
+  async handle(ctx: HttpContext, next: NextFn) {
+    inspect(ctx.params, '', true)
+    inspect(ctx.request.qs(), '', true)
+    inspect(ctx.request.body(), '', false)
+    return next()
+  }
+}
