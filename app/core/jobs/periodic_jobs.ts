@@ -1,16 +1,22 @@
 import { createHash } from 'node:crypto'
+import { hostname } from 'node:os'
 import db from '@adonisjs/lucid/services/db'
 import logger from '@adonisjs/core/services/logger'
 
 /**
  * Periodic background jobs (lapse of subscriptions, monthly grants, history
- * pruning, ...). Every instance runs the timers; each run takes a PostgreSQL
- * advisory lock named after the job, so when several instances share one
- * database a given job runs on one of them at a time and the others skip
- * that tick. Jobs must still be idempotent: a tick may run late or twice.
+ * pruning, ...). Every instance runs the timers; each run first claims the
+ * job's lease in `periodic_job_leases` (one short statement: free, expired,
+ * or already this instance's), renews it while it runs and frees it at the
+ * end, so when several instances share one database a given job runs on
+ * one of them at a time and the others skip that tick. A run holds no
+ * database connection of its own: jobs that outnumber the pool cannot
+ * starve each other (which a transaction-scoped advisory lock per run did).
+ * A holder that dies leaves its lease to expire (LEASE_MS). Jobs must still
+ * be idempotent: a tick may run late or twice.
  */
 export interface PeriodicJob {
-  /** Unique name, also the lock key. */
+  /** Unique name, also the lease key. */
   name: string
   /** Interval between runs. */
   everyMs: number
@@ -21,9 +27,17 @@ export interface PeriodicJob {
 
 const jobs = new Map<string, PeriodicJob>()
 const timers = new Map<string, NodeJS.Timeout>()
+/** Jobs running in this process now: a tick never overlaps its own job's previous run. */
+const running = new Set<string>()
 let started = false
 
-/** Stable 63-bit advisory-lock key for a job name. */
+/** How long a claim lasts without renewal; renewed every third of it while the job runs. */
+export const LEASE_MS = 60_000
+
+/** This process as a lease holder: host, pid and start time (a restarted pid is another holder). */
+export const INSTANCE_ID = `${hostname()}:${process.pid}:${Date.now().toString(36)}`
+
+/** Stable 63-bit key for a job name (kept for callers that lock by key). */
 export function lockKeyFor(name: string): string {
   return BigInt.asIntN(
     64,
@@ -31,19 +45,66 @@ export function lockKeyFor(name: string): string {
   ).toString()
 }
 
+/** Claims the job's lease for `holder`; true when it is now theirs. */
+export async function claimJobLease(name: string, holder: string, ms = LEASE_MS) {
+  const result = await db.rawQuery(
+    `insert into periodic_job_leases (name, holder, started_at, expires_at)
+     values (?, ?, now(), now() + (? * interval '1 millisecond'))
+     on conflict (name) do update
+       set holder = excluded.holder, started_at = excluded.started_at, expires_at = excluded.expires_at
+       where periodic_job_leases.expires_at <= now() or periodic_job_leases.holder = excluded.holder
+     returning name`,
+    [name, holder, ms]
+  )
+  return result.rows.length > 0
+}
+
+async function renewJobLease(name: string, holder: string) {
+  await db.rawQuery(
+    `update periodic_job_leases set expires_at = now() + (? * interval '1 millisecond')
+     where name = ? and holder = ?`,
+    [LEASE_MS, name, holder]
+  )
+}
+
+async function releaseJobLease(name: string, holder: string) {
+  await db.rawQuery(
+    `update periodic_job_leases set expires_at = now() where name = ? and holder = ?`,
+    [name, holder]
+  )
+}
+
 /**
- * Runs the job now if no other instance is running it. Returns false when
- * another holder had the lock (the run was skipped).
+ * Runs the job now unless it already runs here or another instance holds
+ * its lease. Returns false when the run was skipped.
  */
-export async function runJobExclusively(job: PeriodicJob): Promise<boolean> {
-  return db.transaction(async (trx) => {
-    const result = await trx.rawQuery('select pg_try_advisory_xact_lock(?::bigint) as locked', [
-      lockKeyFor(job.name),
-    ])
-    if (!result.rows[0]?.locked) return false
-    await job.run()
+export async function runJobExclusively(
+  job: PeriodicJob,
+  holder: string = INSTANCE_ID
+): Promise<boolean> {
+  const key = `${holder}|${job.name}`
+  if (running.has(key)) return false
+  running.add(key)
+  try {
+    if (!(await claimJobLease(job.name, holder))) return false
+    const renewal = setInterval(() => {
+      renewJobLease(job.name, holder).catch((error) =>
+        logger.warn({ err: error, job: job.name }, 'renewing a job lease failed')
+      )
+    }, LEASE_MS / 3)
+    renewal.unref()
+    try {
+      await job.run()
+    } finally {
+      clearInterval(renewal)
+      await releaseJobLease(job.name, holder).catch((error) =>
+        logger.warn({ err: error, job: job.name }, 'releasing a job lease failed')
+      )
+    }
     return true
-  })
+  } finally {
+    running.delete(key)
+  }
 }
 
 async function tick(job: PeriodicJob) {
