@@ -3,6 +3,7 @@ import db from '@adonisjs/lucid/services/db'
 import app from '@adonisjs/core/services/app'
 import { maskSecrets } from '#agents/services/config_secrets'
 import { overviewFigures } from '#console/services/overview_service'
+import { agentMonitoring } from '#console/services/directory'
 import {
   accountDetail,
   findAgent,
@@ -51,7 +52,7 @@ export default class ConsolePagesController {
   async agent({ view, params, session }: HttpContext) {
     const agent = await findAgent(params.id)
     const runtime: any = await app.container.make('runtime')
-    const [owner, feed, container, logs] = await Promise.all([
+    const [owner, feed, container, logs, monitoring] = await Promise.all([
       db.from('users').where('id', agent.userId).select('id', 'email').first(),
       db
         .from('agent_feed_events')
@@ -61,6 +62,7 @@ export default class ConsolePagesController {
         .select('type', 'content', 'created_at'),
       runtime.status(agent.id).catch(() => null),
       runtime.logs(agent.id, { tail: 50 }).catch(() => ''),
+      agentMonitoring(agent.id),
     ])
     const config = maskSecrets(agent.config as Record<string, unknown>)
     return view.render('console/pages/agent', {
@@ -69,6 +71,7 @@ export default class ConsolePagesController {
       feed,
       container,
       logs,
+      monitoring,
       config: JSON.stringify(config, null, 2),
       notice: session.flashMessages.get('notice'),
     })

@@ -87,7 +87,10 @@ test.group('Console in a real browser (Chromium)', (group) => {
     .timeout(60_000)
     .skip(!haveChromium(), NO_CHROMIUM)
 
-  test('a live log line appears on the agent page without a reload', async ({ client }) => {
+  test('a live log line and live monitoring figures appear on the agent page without a reload', async ({
+    assert,
+    client,
+  }) => {
     const support = await createUser({ role: 'admin' })
     const owner = await owners.create()
     const agent = await createFixtureAgent(client, owner)
@@ -100,6 +103,17 @@ test.group('Console in a real browser (Chromium)', (group) => {
       const marker = `console-live-${Date.now()}`
       await callFixture(agent.id, `/log?text=${marker}`)
       await page.locator('#live-log', { hasText: marker }).waitFor({ timeout: 10_000 })
+
+      // Blank the rendered figures: only a live message can fill them in again.
+      await page.locator('#agent-monitoring[data-live-ready="true"]').waitFor()
+      await page.locator('#agent-monitoring [data-figure]').evaluateAll((cells) => {
+        for (const cell of cells) cell.textContent = ''
+      })
+      const memory = page.locator('#agent-monitoring [data-figure="memoryMb"]')
+      await page
+        .locator('#agent-monitoring [data-figure="status"]', { hasText: 'running' })
+        .waitFor({ timeout: 15_000 })
+      assert.isAbove(Number(await memory.textContent()), 0)
     } finally {
       await page.close()
     }
