@@ -35,13 +35,13 @@ export async function startServiceUnderFault(
   env: Record<string, string | undefined> = {}
 ): Promise<ServiceUnderFault> {
   const postgres = await startThrowawayPostgres()
-  const storage = mkdtempSync(join(tmpdir(), 'fault-storage-'))
+  const storage = env.STORAGE_DIR ?? mkdtempSync(join(tmpdir(), 'fault-storage-'))
   const boot = async () => {
     const server = await startServerProcess({
       DATABASE_URL: postgres.url,
-      STORAGE_DIR: storage,
       LOG_LEVEL: 'warn',
       ...env,
+      STORAGE_DIR: storage,
     })
     await waitFor(
       async () => {
@@ -102,7 +102,7 @@ export async function startServiceUnderFault(
     async destroy() {
       await service.server.stop()
       await postgres.destroy()
-      rmSync(storage, { recursive: true, force: true })
+      if (!env.STORAGE_DIR) rmSync(storage, { recursive: true, force: true })
     },
   }
   return service

@@ -1,5 +1,3 @@
-import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
-
 /**
  * SQLSTATE classes and codes that mean "the database is not there right
  * now" rather than "this query is wrong": 08 connection exceptions, 57P01-03
@@ -36,14 +34,4 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   const inner = (error as { errors?: unknown[] }).errors
   if (Array.isArray(inner) && inner.some(isDatabaseUnavailable)) return true
   return err.cause !== undefined && err.cause !== error && isDatabaseUnavailable(err.cause)
-}
-
-/** Seconds a client should wait before retrying while the database is away. */
-const RETRY_AFTER_SECS = 5
-
-export function databaseUnavailableException(cause: unknown) {
-  return new ServiceUnavailableException(
-    'The database is unavailable right now; please retry in a few seconds',
-    { cause, headers: { 'Retry-After': String(RETRY_AFTER_SECS) } }
-  )
 }

@@ -2,19 +2,7 @@ import app from '@adonisjs/core/services/app'
 import { type HttpContext, ExceptionHandler } from '@adonisjs/core/http'
 import { mapError } from '#core/http/error_envelope'
 import { ApiException } from '#core/exceptions/api_exceptions'
-import { databaseUnavailableException, isDatabaseUnavailable } from '#core/database/database_errors'
-
-/** An outage is logged once per interval, not once per failed request. */
-const OUTAGE_LOG_EVERY_MS = 10_000
-let lastOutageLogAt = 0
-let failuresSinceLog = 0
-
-/** A database outage is the service's 503, not a 500 per request. */
-function asAnswerable(error: unknown): unknown {
-  return !(error instanceof ApiException) && isDatabaseUnavailable(error)
-    ? databaseUnavailableException(error)
-    : error
-}
+import { dependencyFailure, logDependencyFailure } from '#core/http/dependency_failures'
 
 /**
  * The one place where errors become HTTP answers: every failure leaves as
@@ -24,7 +12,7 @@ export default class HttpExceptionHandler extends ExceptionHandler {
   protected debug = !app.inProduction
 
   async handle(raw: unknown, ctx: HttpContext) {
-    const error = asAnswerable(raw)
+    const error = dependencyFailure(raw)?.answer ?? raw
     const mapped = mapError(error)
     ctx.response.header('X-Request-Id', ctx.request.id() ?? '')
     if (error instanceof ApiException) {
@@ -45,19 +33,10 @@ export default class HttpExceptionHandler extends ExceptionHandler {
     ctx.response.status(mapped.status).json(mapped.body)
   }
 
-  async report(raw: unknown, ctx: HttpContext) {
-    const error = asAnswerable(raw)
-    if (error !== raw) {
-      failuresSinceLog++
-      if (Date.now() - lastOutageLogAt >= OUTAGE_LOG_EVERY_MS) {
-        const reason = (raw as Error)?.message ?? String(raw)
-        ctx.logger.warn(
-          { reason, failedRequests: failuresSinceLog },
-          'database unavailable: answering 503'
-        )
-        lastOutageLogAt = Date.now()
-        failuresSinceLog = 0
-      }
+  async report(error: unknown, ctx: HttpContext) {
+    const failure = dependencyFailure(error)
+    if (failure) {
+      logDependencyFailure(failure, error, (fields, message) => ctx.logger.error(fields, message))
       return
     }
     const mapped = mapError(error)
