@@ -66,8 +66,12 @@ test.group('Fault: the disk under storage/ is full', (group) => {
         token,
         json: { path, content },
       })
+    const writeStatus = async (path: string, content: string) => {
+      const answer = await write(path, content)
+      return answer.status
+    }
     await waitFor(
-      async () => ((await write('before.txt', 'kept')).status === 200 ? true : undefined),
+      async () => ((await writeStatus('before.txt', 'kept')) === 200 ? true : undefined),
       { timeoutMs: 60_000, what: 'the agent to take files' }
     )
 
@@ -92,7 +96,7 @@ test.group('Fault: the disk under storage/ is full', (group) => {
     assert.notEqual(missing.status, 200, 'no half-written file is left behind')
 
     rmSync(filler)
-    assert.equal((await write('after.txt', 'room again')).status, 200)
+    assert.equal(await writeStatus('after.txt', 'room again'), 200)
     assert.notInclude(service.server.output(), '"unhandled error"')
     await service.call(`/agents/${agentId}/stop`, { method: 'POST', token })
   })
