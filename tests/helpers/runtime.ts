@@ -65,7 +65,8 @@ export async function processHarness(
     events: [],
     ...make(),
     async restartService() {
-      await harness.runtime.shutdown()
+      // As after a crash of the service: its agents keep running, to be adopted.
+      await harness.runtime.shutdown({ stopAgents: false })
       Object.assign(harness, make())
       harness.runtime.onEvent((event) => harness.events.push(event))
     },

@@ -4,6 +4,7 @@ import { chatConfig } from '#config/chat'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
 import { decryptSecrets } from '#agents/services/config_secrets'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { recordFeedEvent } from '#agents/services/feed_service'
 import { ContainerChatError } from '#runtime/chat_client'
 import { RuntimeService } from '#runtime/runtime_service'
@@ -207,6 +208,11 @@ async function route(context: RouteContext): Promise<{ reply: RoutedReply; route
       ? { reply: await viaCustomerKey(context, provider), route: 'customer' }
       : { reply: await viaHostedForAgent(context), route: 'hosted' }
 
+  // Every message counts as activity; a sleeping agent starts waking now
+  // and this message is answered on the hosted path meanwhile.
+  agentLifecycle
+    .wake(context.agent)
+    .catch((error) => logger.warn({ agentId: context.agent.id, err: error }, 'chat: wake failed'))
   if (!(await containerRunning(context.agent.id))) return fallback()
   try {
     return { reply: await viaContainer(context), route: 'container' }

@@ -376,4 +376,9 @@ export class ProcessDriver implements ContainerDriver {
     for (const agent of this.#agents.values()) agent.detach()
     this.#agents.clear()
   }
+
+  /** Service shutdown: every agent process stops (SIGTERM, SIGKILL after the grace period). */
+  async stopAll(): Promise<void> {
+    await Promise.allSettled([...this.#agents.keys()].map((agentId) => this.stop(agentId)))
+  }
 }
