@@ -28,6 +28,8 @@ export interface CapacitySettings {
 interface Admitted {
   reservedMb: number
   lastActiveAt: number
+  /** Increases with every admission and message: the LRU order, even within one millisecond. */
+  recency: number
   booting: boolean
 }
 
@@ -53,6 +55,7 @@ export class CapacityManager {
   /** Agents being put to sleep to make room (not chosen twice). */
   readonly #evicting = new Set<string>()
   #pumping = false
+  #recency = 0
 
   constructor(private readonly settings: CapacitySettings) {}
 
@@ -85,7 +88,12 @@ export class CapacityManager {
   /** A container that already runs (adopted after a service restart): counted, no boot slot. */
   adopt(agentId: string, reservedMb: number) {
     if (this.#admitted.has(agentId)) return
-    this.#admitted.set(agentId, { reservedMb, lastActiveAt: Date.now(), booting: false })
+    this.#admitted.set(agentId, {
+      reservedMb,
+      lastActiveAt: Date.now(),
+      recency: ++this.#recency,
+      booting: false,
+    })
   }
 
   /** Its boot ended (ready, failed or gave up): the boot slot is free. */
@@ -109,7 +117,9 @@ export class CapacityManager {
   /** A message for the agent: it is the last to be put to sleep for room. */
   touch(agentId: string) {
     const entry = this.#admitted.get(agentId)
-    if (entry) entry.lastActiveAt = Date.now()
+    if (!entry) return
+    entry.lastActiveAt = Date.now()
+    entry.recency = ++this.#recency
   }
 
   isQueued(agentId: string): boolean {
@@ -123,12 +133,12 @@ export class CapacityManager {
   /** Admitted agents, least recently active first. */
   admittedAgents(): Array<{ agentId: string; lastActiveAt: number; booting: boolean }> {
     return [...this.#admitted.entries()]
+      .sort(([, a], [, b]) => a.recency - b.recency)
       .map(([agentId, entry]) => ({
         agentId,
         lastActiveAt: entry.lastActiveAt,
         booting: entry.booting,
       }))
-      .sort((a, b) => a.lastActiveAt - b.lastActiveAt)
   }
 
   snapshot(): CapacitySnapshot {
@@ -165,6 +175,7 @@ export class CapacityManager {
           this.#admitted.set(head.agentId, {
             reservedMb: head.reservedMb,
             lastActiveAt: Date.now(),
+            recency: ++this.#recency,
             booting: true,
           })
           head.resolve()
