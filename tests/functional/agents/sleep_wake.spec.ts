@@ -118,8 +118,9 @@ test.group('Sleep and wake (scale to zero)', (group) => {
     const service = await runtime()
     assert.isFalse(await service.isRunning(idle.id))
     assert.isTrue(await service.isRunning(busy.id))
-    assert.isNotNull((await Agent.findOrFail(idle.id)).sleepingSince)
-    assert.equal((await Agent.findOrFail(idle.id)).status, 'active')
+    const asleep = await Agent.findOrFail(idle.id)
+    assert.isNotNull(asleep.sleepingSince)
+    assert.equal(asleep.status, 'active')
   }).timeout(60_000)
 
   test('a stopped agent is not woken by a message and answers 409 for files', async ({
