@@ -1,3 +1,4 @@
+import { setPriority } from 'node:os'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { closeSync } from 'node:fs'
@@ -88,6 +89,20 @@ export async function killRecordedProcess(record: ProcessRecord, graceMs: number
  * a crash with exponential backoff, gives up after repeated crashes, and
  * stops it with SIGTERM then SIGKILL.
  */
+/**
+ * Agents run at a lower CPU priority than the service (nice 10, inherited
+ * by what they fork), so a framework's heavy boot never starves the API.
+ */
+export const AGENT_NICENESS = 10
+
+function lowerPriority(pid: number) {
+  try {
+    setPriority(pid, AGENT_NICENESS)
+  } catch {
+    // Gone already: its exit is reported as usual.
+  }
+}
+
 export class AgentProcess {
   state: ContainerInfo['state'] = 'stopped'
   prepared?: PreparedLaunch
@@ -192,6 +207,7 @@ export class AgentProcess {
     child.once('exit', (code, signal) => onEnd(describeExit(code, signal)))
 
     if (!child.pid) return // 'error' follows (command not found)
+    lowerPriority(child.pid)
     const stat = readProcStat(child.pid)
     const containerId = `proc-${randomBytes(6).toString('hex')}`
     this.record = {

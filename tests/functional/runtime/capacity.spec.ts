@@ -1,6 +1,22 @@
 import { randomUUID } from 'node:crypto'
+import { readdirSync, readFileSync } from 'node:fs'
 import { test } from '@japa/runner'
 import { fixtureSpec, processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/runtime'
+
+/** Niceness of every process carrying the runtime's marker for this agent. */
+function nicenessOf(agentId: string): number[] {
+  const marker = `AGENT_HOST_AGENT_ID=${agentId}`
+  const values: number[] = []
+  for (const pid of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+    try {
+      if (!readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(marker)) continue
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      // Fields after the command's closing parenthesis; nice is field 19 overall.
+      values.push(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]))
+    } catch {}
+  }
+  return values
+}
 
 /**
  * The boot queue and memory budget with real agent processes (the fixture
@@ -50,6 +66,14 @@ test.group('Capacity: boot queue and memory budget (process driver)', (group) =>
     await harness.runtime.waitUntilReady(waiting)
     assert.equal(await harness.runtime.containerView(waiting), 'running')
     assert.isFalse(await harness.runtime.isRunning(booting))
+  }).timeout(60_000)
+
+  test('agents run at a lower CPU priority than the service', async ({ assert }) => {
+    const agentId = randomUUID()
+    await harness.runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true })
+    const values = nicenessOf(agentId)
+    assert.isNotEmpty(values)
+    for (const value of values) assert.equal(value, 10)
   }).timeout(60_000)
 
   test('a queued start is cancelled by a stop', async ({ assert }) => {
