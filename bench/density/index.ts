@@ -16,9 +16,9 @@
  *    reply served by the agent's own container.
  * Prints one table. Not part of npm test.
  */
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, rm, symlink } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -166,6 +166,9 @@ async function containerOf(agent: AgentRun): Promise<string> {
 async function main() {
   const postgres = await startThrowawayPostgres()
   const storage = await mkdtemp(join(tmpdir(), 'density-storage-'))
+  // The framework is installed once per host: reuse the project's runtime cache.
+  const sharedRuntime = join(import.meta.dirname, '..', '..', 'storage', 'runtime')
+  if (existsSync(sharedRuntime)) await symlink(sharedRuntime, join(storage, 'runtime'))
   server = await startServerProcess({
     DATABASE_URL: postgres.url,
     STORAGE_DIR: storage,

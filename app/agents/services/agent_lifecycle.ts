@@ -33,10 +33,15 @@ const START_ANSWER_WITHIN_MS = 2_000
 /** The API's `container` field (CONTRACT.md): the runtime's view plus `sleeping`. */
 export type ContainerField = ContainerView | 'sleeping'
 
-export function containerField(status: AgentStatus, view: ContainerView): ContainerField {
-  if (status === 'stopped' || status === 'paused') return 'stopped'
-  if (status === 'error') return 'error'
-  return view === 'stopped' ? 'sleeping' : view
+export function containerField(
+  agent: Pick<Agent, 'status' | 'sleepingSince'>,
+  view: ContainerView
+): ContainerField {
+  if (agent.status === 'stopped' || agent.status === 'paused') return 'stopped'
+  if (agent.status === 'error') return 'error'
+  if (view !== 'stopped') return view
+  // Active with no container: put to sleep, or on its way up (created, woken, recovering).
+  return agent.sleepingSince ? 'sleeping' : 'starting'
 }
 
 /**
@@ -132,7 +137,7 @@ export class AgentLifecycle {
    * hosted path meanwhile (the chat area), so nobody waits for a boot.
    */
   async wake(agent: Agent): Promise<ContainerField> {
-    if (agent.status !== 'active') return containerField(agent.status, 'stopped')
+    if (agent.status !== 'active') return containerField(agent, 'stopped')
     const runtime = await this.runtime()
     runtime.touch(agent.id)
     const view = await runtime.containerView(agent.id)
@@ -149,7 +154,7 @@ export class AgentLifecycle {
       )
       return 'sleeping'
     }
-    return containerField(agent.status, view)
+    return containerField(agent, view)
   }
 
   /** Puts one agent to sleep (idle): its container stops, its status stays `active`. */

@@ -11,7 +11,7 @@ async function runtime() {
 /** CONTRACT.md `container`: running, starting, queued, sleeping, stopped or error. */
 export async function containerOf(agent: Agent): Promise<ContainerField> {
   const service = await runtime()
-  return containerField(agent.status, await service.containerView(agent.id))
+  return containerField(agent, await service.containerView(agent.id))
 }
 
 /** Spec "Agent status" plus `container`. */
