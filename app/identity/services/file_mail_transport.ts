@@ -20,9 +20,9 @@ function maskAddress(address: string): string {
   return `${local.slice(0, 1)}***@${domain ?? ''}`
 }
 
-/** Written beside and renamed: a reader never sees half a mail. */
+/** Written beside and renamed: a reader never sees half a mail; 0600: it holds live links. */
 async function writeWhole(path: string, data: string | Buffer) {
-  await writeFile(`${path}.partial`, data)
+  await writeFile(`${path}.partial`, data, { mode: 0o600 })
   await rename(`${path}.partial`, path)
 }
 

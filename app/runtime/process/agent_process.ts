@@ -36,6 +36,9 @@ export interface SupervisorSettings {
 export interface PreparedLaunch {
   framework: string
   launch: ProcessLaunch
+  /** The agent's own user and group id (app/runtime/process/sandbox.ts); unset: the service's. */
+  uid?: number
+  gid?: number
   env: Record<string, string>
   port: number
   memoryLimitMb: number
@@ -186,6 +189,8 @@ export class AgentProcess {
       child = spawn(prepared.launch.command, prepared.launch.args, {
         cwd: this.paths.workspace,
         env: prepared.env,
+        uid: prepared.uid,
+        gid: prepared.gid,
         detached: true,
         stdio: ['ignore', fd, fd],
       })
