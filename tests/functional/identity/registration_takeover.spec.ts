@@ -16,16 +16,20 @@ test.group('Registration: an unverified registration cannot take over an address
     assert,
   }) => {
     const email = uniqueEmail('victim')
-    const register = (password: string) =>
-      client.post('/auth/register').json({ email, username: uniqueUsername('r'), password })
+    const register = async (password: string) => {
+      const answer = await client
+        .post('/auth/register')
+        .json({ email, username: uniqueUsername('r'), password })
+      answer.assertStatus(200)
+    }
     const login = (password: string) => client.post('/auth/login').json({ email, password })
 
-    ;(await register(ATTACKER_PASSWORD)).assertStatus(200)
+    await register(ATTACKER_PASSWORD)
     await waitForMail(email, { subject: /verify/i, count: 1 })
-    ;(await register(OWNER_PASSWORD)).assertStatus(200)
+    await register(OWNER_PASSWORD)
     const ownersMail = await waitForMail(email, { subject: /verify/i, count: 2 })
     // The other party registers once more before the owner clicks.
-    ;(await register(ATTACKER_PASSWORD)).assertStatus(200)
+    await register(ATTACKER_PASSWORD)
     await waitForMail(email, { subject: /verify/i, count: 3 })
 
     const verified = await client.get(linkIn(ownersMail, '/auth/verify-email/').pathname)
