@@ -30,6 +30,7 @@ export default await Env.create(new URL('../', import.meta.url), {
   MODEL_API_URL: Env.schema.string.optional({ format: 'url', tld: false }),
   MODEL_API_KEY: Env.schema.string.optional(),
   MODEL_NAME: Env.schema.string.optional(),
+  MODEL_ALLOWLIST: Env.schema.string.optional(),
 
   SOLANA_RPC_URL: Env.schema.string.optional({ format: 'url', tld: false }),
   TREASURY_ADDRESS: Env.schema.string.optional(),
