@@ -4,6 +4,7 @@ import app from '@adonisjs/core/services/app'
 import { maskSecrets } from '#agents/services/config_secrets'
 import { overviewFigures } from '#console/services/overview_service'
 import { agentMonitoring } from '#console/services/directory'
+import { containerOf } from '#agents/services/agent_views'
 import {
   accountDetail,
   findAgent,
@@ -64,6 +65,7 @@ export default class ConsolePagesController {
       runtime.logs(agent.id, { tail: 50 }).catch(() => ''),
       agentMonitoring(agent.id),
     ])
+    const containerField = await containerOf(agent).catch(() => 'unknown')
     const config = maskSecrets(agent.config as Record<string, unknown>)
     return view.render('console/pages/agent', {
       agent,
@@ -72,6 +74,7 @@ export default class ConsolePagesController {
       container,
       logs,
       monitoring,
+      containerField,
       config: JSON.stringify(config, null, 2),
       notice: session.flashMessages.get('notice'),
     })

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { lstat, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import {
+  AgentNotRunningException,
   ForbiddenException,
   NotFoundException,
   PayloadTooLargeException,
@@ -44,8 +45,21 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
     private readonly options: WorkspacePathOptions = {}
   ) {}
 
-  #resolve(path: unknown) {
-    return resolveLocalWorkspacePath(this.workspaceDir, path, this.options)
+  async #resolve(path: unknown) {
+    try {
+      return await resolveLocalWorkspacePath(this.workspaceDir, path, this.options)
+    } catch (error) {
+      // No workspace yet: the agent was created and has not started once.
+      if (
+        errorCode(error) === 'ENOENT' &&
+        (error as NodeJS.ErrnoException).path === this.workspaceDir
+      ) {
+        throw new AgentNotRunningException(
+          'The agent is starting: its workspace does not exist yet'
+        )
+      }
+      throw error
+    }
   }
 
   async list(path: string): Promise<FileEntry[]> {

@@ -356,10 +356,14 @@ export class AgentProcess {
     const exited = new Promise<void>((resolve) => this.#exitWaiters.push(resolve))
     signalTree(record.pid, [], 'SIGTERM')
     const deadline = Date.now() + this.settings.stopGraceMs
-    while (isAlive(record.pid) && Date.now() < deadline) await sleep(50)
-    const survivors = members
-      .filter(({ pid, startTime }) => isAlive(pid) && readProcStat(pid)?.startTime === startTime)
-      .map(({ pid }) => pid)
+    const living = () =>
+      members
+        .filter(({ pid, startTime }) => isAlive(pid) && readProcStat(pid)?.startTime === startTime)
+        .map(({ pid }) => pid)
+    // The grace period is the whole tree's: a sandbox's launcher may exit on SIGTERM
+    // while the framework under it still shuts down.
+    while ((isAlive(record.pid) || living().length > 0) && Date.now() < deadline) await sleep(50)
+    const survivors = living()
     if (survivors.length) {
       this.logFile.note(`still running after ${this.settings.stopGraceMs}ms: SIGKILL`)
       signalTree(record.pid, survivors, 'SIGKILL')

@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { chmod, lchown, mkdir, readdir, writeFile } from 'node:fs/promises'
-import { dirname, join } from 'node:path'
+import { chmod, lchown, mkdir, readdir, stat, writeFile } from 'node:fs/promises'
+import { dirname, isAbsolute, join } from 'node:path'
 import type { AgentPaths } from '#runtime/agent_paths'
 import type { ProcessLaunch } from '#plugins/types'
 
@@ -28,6 +28,16 @@ import type { ProcessLaunch } from '#plugins/types'
 export const BWRAP = ['/usr/bin/bwrap', '/bin/bwrap'].find((path) => existsSync(path))
 const PRLIMIT = ['/usr/bin/prlimit', '/bin/prlimit'].find((path) => existsSync(path))
 
+/**
+ * New user, IPC, UTS and cgroup namespaces plus the mount namespace; the
+ * network and pid namespaces stay the host's: the agent reaches the model
+ * proxy on loopback, and bubblewrap execs the framework directly, so the
+ * supervisor's SIGTERM reaches it (a pid namespace's init would take the
+ * whole tree down with SIGKILL at once). In /proc it sees other processes
+ * exist, not their environment or files (other uids).
+ */
+const NAMESPACES = ['--unshare-user-try', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try']
+
 /** First uid of the range agents get (far above any account a system creates). */
 const AGENT_UID_BASE = 1_000_000
 const AGENT_UID_SPAN = 2 ** 30
@@ -48,7 +58,7 @@ export function bubblewrapWorks(): boolean {
   const probe = spawnSync(
     BWRAP,
     [
-      ...['--unshare-all', '--ro-bind', '/usr', '/usr', '--proc', '/proc'],
+      ...[...NAMESPACES, '--ro-bind', '/usr', '/usr', '--ro-bind', '/proc', '/proc'],
       ...['--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64'],
       '/usr/bin/true',
     ],
@@ -92,6 +102,12 @@ function ownFolders(paths: AgentPaths): string[] {
   return [paths.workspace, paths.state, paths.home, paths.tmp, paths.cache]
 }
 
+/** Adds search permission for others to a folder of the service's that lacks it. */
+async function allowTraversal(folder: string) {
+  const info = await stat(folder).catch(() => undefined)
+  if (info && (info.mode & 0o001) === 0) await chmod(folder, (info.mode & 0o7777) | 0o111)
+}
+
 async function chownTree(path: string, uid: number, gid: number): Promise<void> {
   await lchown(path, uid, gid)
   let entries
@@ -116,8 +132,10 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
   const { paths, launch } = request
   const uid = runsAsRoot ? agentUid(request.agentId) : undefined
   if (uid !== undefined) {
-    // The agents folder lets each agent through to its own folder, lists nothing.
+    // The agents folder (and the storage folder above it) let each agent through to
+    // its own folder and list nothing.
     await chmod(dirname(paths.root), 0o711)
+    await allowTraversal(dirname(dirname(paths.root)))
     await lchown(paths.root, uid, uid)
     for (const folder of ownFolders(paths)) await chownTree(folder, uid, uid)
   }
@@ -155,14 +173,15 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
   await writeFile(group, `agent:x:${id}:\n`, { mode: 0o644 })
 
   const args = [
-    ...['--unshare-all', '--share-net'],
+    ...NAMESPACES,
     ...['--ro-bind', '/usr', '/usr'],
     ...['--symlink', 'usr/bin', '/bin', '--symlink', 'usr/sbin', '/sbin'],
     ...['--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64'],
-    ...['--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp'],
+    ...['--ro-bind', '/proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp'],
     ...['--ro-bind', passwd, '/etc/passwd', '--ro-bind', group, '/etc/group'],
     ...SYSTEM_FILES.filter((path) => existsSync(path)).flatMap((path) => ['--ro-bind', path, path]),
-    ...request.readOnly
+    // The launched program itself, when it lives outside the other mounts.
+    ...[...request.readOnly, ...(isAbsolute(launch.command) ? [launch.command] : [])]
       .filter((path) => existsSync(path))
       .flatMap((path) => ['--ro-bind', path, path]),
     ...ownFolders(paths).flatMap((path) => ['--bind', path, path]),
