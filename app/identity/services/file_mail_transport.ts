@@ -62,7 +62,7 @@ export class FileMailTransport implements MailTransportContract {
       html: typeof message.html === 'string' ? message.html : null,
     }
 
-    await mkdir(this.directory, { recursive: true })
+    await mkdir(this.directory, { recursive: true, mode: 0o700 })
     await writeWhole(join(this.directory, `${base}.eml`), info.message as Buffer)
     await writeWhole(join(this.directory, `${base}.json`), JSON.stringify(stored, null, 2))
 
