@@ -23,6 +23,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { mailFileTag } from '#identity/services/file_mail_transport'
+import { agentProcessIds } from '../../tests/helpers/agent_processes.ts'
 import { startServerProcess, type ServerProcess } from '../../tests/helpers/processes.ts'
 import { startThrowawayPostgres } from '../../tests/helpers/throwaway_postgres.ts'
 
@@ -96,13 +97,11 @@ function usedMemoryMb(): number {
   return field('MemTotal') - field('MemAvailable')
 }
 
-/** Resident memory of the processes that carry this agent's marker. */
+/** Resident memory of the agent's processes. */
 function agentRssMb(agentId: string): number {
   let kb = 0
-  for (const pid of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+  for (const pid of agentProcessIds(agentId)) {
     try {
-      const environ = readFileSync(`/proc/${pid}/environ`, 'latin1')
-      if (!environ.includes(`AGENT_HOST_AGENT_ID=${agentId}`)) continue
       kb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0)
     } catch {}
   }

@@ -53,13 +53,7 @@ test.group('Fault: the disk under storage/ is full', (group) => {
     assert,
   }) => {
     const token = await service.signUp()
-    const created = await service.call('/agents', {
-      method: 'POST',
-      token,
-      json: { name: 'Disk agent', framework: 'fixture' },
-    })
-    assert.equal(created.status, 201, JSON.stringify(created.body))
-    const agentId = created.body.data.id as string
+    const agentId = await service.createFixtureAgent(token, 'Disk agent')
     const write = (path: string, content: string) =>
       service.call(`/agents/${agentId}/container-files`, {
         method: 'PUT',

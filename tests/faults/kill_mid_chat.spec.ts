@@ -34,13 +34,7 @@ test.group('Fault: the service is killed (-9) in the middle of a chat', (group) 
     const before = await balanceOf()
     assert.isAbove(before, 0, 'a verified account starts with its monthly grant')
 
-    const created = await service.call('/agents', {
-      method: 'POST',
-      token,
-      json: { name: 'Fault agent', framework: 'fixture' },
-    })
-    assert.equal(created.status, 201, JSON.stringify(created.body))
-    const agentId = created.body.data.id as string
+    const agentId = await service.createFixtureAgent(token, 'Fault agent')
     // A stopped agent answers on the hosted path: the service itself holds credits.
     await service.call(`/agents/${agentId}/stop`, { method: 'POST', token })
 

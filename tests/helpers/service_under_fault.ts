@@ -24,6 +24,8 @@ export interface ServiceUnderFault {
   call(path: string, init?: { method?: string; token?: string; json?: unknown }): Promise<Answer>
   /** A verified account signed in through the API; returns its JWT. */
   signUp(): Promise<string>
+  /** POST /agents with the fixture framework for the JWT's account; returns the agent id. */
+  createFixtureAgent(token: string, name: string): Promise<string>
   /** SIGKILL: no shutdown hook runs. */
   kill9(): Promise<void>
   /** Starts a new server process on the same database and storage. */
@@ -90,6 +92,15 @@ export async function startServiceUnderFault(
       })
       if (login.status !== 200) throw new Error(`login: ${JSON.stringify(login)}`)
       return login.body.data.token as string
+    },
+    async createFixtureAgent(token, name) {
+      const created = await service.call('/agents', {
+        method: 'POST',
+        token,
+        json: { name, framework: 'fixture' },
+      })
+      if (created.status !== 201) throw new Error(`create agent: ${JSON.stringify(created)}`)
+      return created.body.data.id as string
     },
     async kill9() {
       const exited = new Promise((resolve) => service.server.child.once('exit', resolve))

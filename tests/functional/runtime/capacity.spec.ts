@@ -1,21 +1,15 @@
 import { randomUUID } from 'node:crypto'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { test } from '@japa/runner'
+import { agentProcessIds } from '#tests/helpers/agent_processes'
 import { fixtureSpec, processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/runtime'
 
-/** Niceness of every process carrying the runtime's marker for this agent. */
+/** Niceness of every process of the agent (field 19 of /proc/<pid>/stat). */
 function nicenessOf(agentId: string): number[] {
-  const marker = `AGENT_HOST_AGENT_ID=${agentId}`
-  const values: number[] = []
-  for (const pid of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
-    try {
-      if (!readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(marker)) continue
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      // Fields after the command's closing parenthesis; nice is field 19 overall.
-      values.push(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]))
-    } catch {}
-  }
-  return values
+  return agentProcessIds(agentId).map((pid) => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])
+  })
 }
 
 /**
