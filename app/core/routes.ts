@@ -7,6 +7,7 @@ import '#referrals/routes'
 import '#chat/routes'
 import '#agents/routes'
 import '#skills/routes'
+import '#schedules/routes'
 import '#tools/routes'
 import '#console/routes'
 
