@@ -53,7 +53,7 @@ export default class ConsolePagesController {
   async agent({ view, params, session }: HttpContext) {
     const agent = await findAgent(params.id)
     const runtime: any = await app.container.make('runtime')
-    const [owner, feed, container, logs, monitoring] = await Promise.all([
+    const [owner, feed, container, logs, monitoring, schedules] = await Promise.all([
       db.from('users').where('id', agent.userId).select('id', 'email').first(),
       db
         .from('agent_feed_events')
@@ -64,6 +64,11 @@ export default class ConsolePagesController {
       runtime.status(agent.id).catch(() => null),
       runtime.logs(agent.id, { tail: 50 }).catch(() => ''),
       agentMonitoring(agent.id),
+      db
+        .from('agent_schedules')
+        .where('agent_id', agent.id)
+        .orderBy('created_at', 'asc')
+        .select('name', 'cron', 'timezone', 'enabled', 'next_run_at', 'last_run_at'),
     ])
     const containerField = await containerOf(agent).catch(() => 'unknown')
     const config = maskSecrets(agent.config as Record<string, unknown>)
@@ -74,6 +79,7 @@ export default class ConsolePagesController {
       container,
       logs,
       monitoring,
+      schedules,
       containerField,
       config: JSON.stringify(config, null, 2),
       notice: session.flashMessages.get('notice'),

@@ -239,7 +239,7 @@ test.group('Console: agent lifecycle actions', (group) => {
   const owners = agentOwners()
   group.teardown(() => owners.removeAgents())
 
-  test('an operator puts an agent to sleep: it stays active, its container stops, the audit says so; support may not', async ({
+  test('an operator puts an agent to sleep: it stays active, its container stops, the audit says so; support may not; the page lists its schedules', async ({
     assert,
     client,
   }) => {
@@ -261,8 +261,16 @@ test.group('Console: agent lifecycle actions', (group) => {
     const stored = await Agent.findOrFail(agent.id)
     assert.equal(stored.status, 'active')
     assert.isNotNull(stored.sleepingSince)
+    await db.table('agent_schedules').insert({
+      agent_id: agent.id,
+      name: 'Nightly digest',
+      cron: '0 2 * * *',
+      timezone: 'UTC',
+      message: 'digest',
+    })
     const after = await operator.get(`/console/agents/${agent.id}`)
     assert.match(after.html, /<dt>Container<\/dt><dd>sleeping/)
+    assert.include(after.html, 'Nightly digest', 'the schedules section lists its tasks')
     const audit = await db
       .from('audit_entries')
       .where('target_id', agent.id)
