@@ -23,6 +23,8 @@ export interface TierPlan {
   maxSchedules: number
   /** Shortest time between two runs of one scheduled task, in minutes. */
   minScheduleIntervalMinutes: number
+  /** Knowledge files of one agent together, in bytes (UTF-8). */
+  maxKnowledgeBytes: number
   /** Daily research allowance per account (CONTRACT.md `searchLimit`; spec: 20). */
   dailyResearchLimit: number
   /** Daily token scans per account (spec "Other limits": 10). */
@@ -55,6 +57,7 @@ export const tiers: Record<TierKey, TierPlan> = {
     maxSkills: 2,
     maxSchedules: 2,
     minScheduleIntervalMinutes: 5,
+    maxKnowledgeBytes: 1 * 1024 * 1024,
     dailyResearchLimit: 20,
     dailyTokenScanLimit: 10,
     lifetime: false,
@@ -69,6 +72,7 @@ export const tiers: Record<TierKey, TierPlan> = {
     maxSkills: 5,
     maxSchedules: 5,
     minScheduleIntervalMinutes: 5,
+    maxKnowledgeBytes: 5 * 1024 * 1024,
     dailyResearchLimit: 20,
     dailyTokenScanLimit: 10,
     lifetime: false,
@@ -83,6 +87,7 @@ export const tiers: Record<TierKey, TierPlan> = {
     maxSkills: 10,
     maxSchedules: 20,
     minScheduleIntervalMinutes: 1,
+    maxKnowledgeBytes: 20 * 1024 * 1024,
     dailyResearchLimit: 20,
     dailyTokenScanLimit: 10,
     lifetime: false,
@@ -97,6 +102,7 @@ export const tiers: Record<TierKey, TierPlan> = {
     maxSkills: 25,
     maxSchedules: 50,
     minScheduleIntervalMinutes: 1,
+    maxKnowledgeBytes: 50 * 1024 * 1024,
     dailyResearchLimit: 20,
     dailyTokenScanLimit: 10,
     lifetime: false,
@@ -111,6 +117,7 @@ export const tiers: Record<TierKey, TierPlan> = {
     maxSkills: 25,
     maxSchedules: 50,
     minScheduleIntervalMinutes: 1,
+    maxKnowledgeBytes: 50 * 1024 * 1024,
     dailyResearchLimit: 20,
     dailyTokenScanLimit: 10,
     lifetime: true,

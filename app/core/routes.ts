@@ -8,6 +8,7 @@ import '#chat/routes'
 import '#agents/routes'
 import '#skills/routes'
 import '#schedules/routes'
+import '#knowledge/routes'
 import '#tools/routes'
 import '#console/routes'
 

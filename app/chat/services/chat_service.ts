@@ -10,7 +10,7 @@ import { ContainerChatError } from '#runtime/chat_client'
 import { RuntimeService } from '#runtime/runtime_service'
 import { chatValidator, testChatValidator } from '#chat/validators/chat_validators'
 import { assertAllowed } from '#chat/services/safety_filter'
-import { systemPromptFor } from '#chat/services/system_prompt'
+import { knowledgeSection, systemPromptFor } from '#chat/services/system_prompt'
 import { recentTurns, recordExchange, type StoredTurn } from '#chat/services/history_service'
 import { hostedCompletion, openHostedStream } from '#chat/services/model_proxy'
 import {
@@ -110,10 +110,19 @@ function emit(context: RouteContext, token: string) {
   context.options.onToken!(token)
 }
 
+/** The message being answered: what knowledge retrieval searches for. */
+function lastUserMessage(context: RouteContext): string {
+  return context.turns.findLast((turn) => turn.role === 'user')?.content ?? ''
+}
+
 async function viaContainer(context: RouteContext): Promise<ModelReply> {
   const runtime = await runtimeService()
+  // The framework has its own personality; the relevant knowledge travels with the message.
+  const knowledge = await knowledgeSection(context.agent.id, lastUserMessage(context))
   const request = {
-    messages: context.turns,
+    messages: knowledge
+      ? [{ role: 'system' as const, content: knowledge }, ...context.turns]
+      : context.turns,
     conversationId: `agent-${context.agent.id}`,
     signal: context.options.signal,
   }
@@ -137,7 +146,10 @@ async function viaCustomerKey(
   const messages: ChatTurn[] = [
     {
       role: 'system',
-      content: await systemPromptFor({ id: context.agent.id, config: context.config }),
+      content: await systemPromptFor(
+        { id: context.agent.id, config: context.config },
+        lastUserMessage(context)
+      ),
     },
     ...context.turns,
   ]
@@ -188,7 +200,10 @@ async function viaHosted(
 async function viaHostedForAgent(context: RouteContext): Promise<RoutedReply> {
   const config = context.config
   const messages: ChatTurn[] = [
-    { role: 'system', content: await systemPromptFor({ id: context.agent.id, config }) },
+    {
+      role: 'system',
+      content: await systemPromptFor({ id: context.agent.id, config }, lastUserMessage(context)),
+    },
     ...context.turns,
   ]
   return viaHosted(
