@@ -6,6 +6,7 @@ import { followLogs, tailLogs } from '#agents/services/agent_logs'
 import { feedOf } from '#agents/services/feed_service'
 import { issueLogStreamToken, verifyLogStreamToken } from '#agents/services/log_stream_tokens'
 import { writeSse } from '#agents/services/sse_writer'
+import { takeStreamSlot } from '#core/http/stream_slots'
 import { memoryOf, monitoringOf, statsOf, statusOf } from '#agents/services/agent_views'
 import { logsValidator } from '#agents/validators/agent_validators'
 
@@ -132,9 +133,14 @@ export default class AgentRuntimeController {
       // An empty log is still a 200 text answer, not a 204.
       return response.status(200).send(await tailLogs(agent, tail))
     }
-    const abort = new AbortController()
-    const lines = await followLogs(agent, { tail, signal: abort.signal })
-    await writeSse(ctx, lines, abort)
+    const release = takeStreamSlot('logs', agent.userId)
+    try {
+      const abort = new AbortController()
+      const lines = await followLogs(agent, { tail, signal: abort.signal })
+      await writeSse(ctx, lines, abort)
+    } finally {
+      release()
+    }
   }
 
   async #agentForToken(id: unknown, token: string | undefined) {
