@@ -136,14 +136,16 @@ export class AgentLifecycle {
    * wakes it in the background. The message itself is answered on the
    * hosted path meanwhile (the chat area), so nobody waits for a boot.
    */
-  async wake(agent: Agent): Promise<ContainerField> {
+  async wake(agent: Agent): Promise<ContainerField | null> {
     if (agent.status !== 'active') return containerField(agent, 'stopped')
     const runtime = await this.runtime()
     runtime.touch(agent.id)
-    const view = await runtime.containerView(agent.id)
     // Only an agent that was put to sleep wakes on a message; one whose
     // start failed or never happened keeps its state (its owner starts it).
-    if (view === 'stopped' && agent.sleepingSince && !this.#chains.has(agent.id)) {
+    // Most messages stop here, with no container lookup on the hot path.
+    if (!agent.sleepingSince) return null
+    const view = await runtime.containerView(agent.id)
+    if (view === 'stopped' && !this.#chains.has(agent.id)) {
       this.#detached('wake', agent.id, () =>
         this.#serial(agent.id, async () => {
           const fresh = await Agent.find(agent.id)

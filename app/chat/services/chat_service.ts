@@ -94,6 +94,8 @@ interface RouteContext {
   config: Record<string, unknown>
   turns: ChatTurn[]
   options: ChatOptions
+  /** The knowledge passages for this message, looked up while the route is chosen. */
+  knowledge: Promise<string>
   /** Tokens already sent to the caller. */
   streamed: number
   began: boolean
@@ -110,15 +112,10 @@ function emit(context: RouteContext, token: string) {
   context.options.onToken!(token)
 }
 
-/** The message being answered: what knowledge retrieval searches for. */
-function lastUserMessage(context: RouteContext): string {
-  return context.turns.findLast((turn) => turn.role === 'user')?.content ?? ''
-}
-
 async function viaContainer(context: RouteContext): Promise<ModelReply> {
   const runtime = await runtimeService()
   // The framework has its own personality; the relevant knowledge travels with the message.
-  const knowledge = await knowledgeSection(context.agent.id, lastUserMessage(context))
+  const knowledge = await context.knowledge
   const request = {
     messages: knowledge
       ? [{ role: 'system' as const, content: knowledge }, ...context.turns]
@@ -146,9 +143,9 @@ async function viaCustomerKey(
   const messages: ChatTurn[] = [
     {
       role: 'system',
-      content: await systemPromptFor(
+      content: systemPromptFor(
         { id: context.agent.id, config: context.config },
-        lastUserMessage(context)
+        await context.knowledge
       ),
     },
     ...context.turns,
@@ -202,7 +199,7 @@ async function viaHostedForAgent(context: RouteContext): Promise<RoutedReply> {
   const messages: ChatTurn[] = [
     {
       role: 'system',
-      content: await systemPromptFor({ id: context.agent.id, config }, lastUserMessage(context)),
+      content: systemPromptFor({ id: context.agent.id, config }, await context.knowledge),
     },
     ...context.turns,
   ]
@@ -271,9 +268,13 @@ export async function chatWithAgent(
     config,
     turns: [...history, { role: 'user', content: request.message }],
     options,
+    knowledge: Promise.resolve(''),
     streamed: 0,
     began: false,
   }
+  // Started now, awaited where the prompt is built: it overlaps the routing work.
+  context.knowledge = knowledgeSection(agent.id, request.message)
+  context.knowledge.catch(() => {})
 
   let reply: RoutedReply
   try {

@@ -42,18 +42,18 @@ export async function knowledgeSection(agentId: string, query: string): Promise<
   return `# Knowledge\nPassages of the owner's knowledge files relevant to the message; use them when they help.\n\n${sections.join('\n\n')}`
 }
 
-export async function systemPromptFor(
+/** Personality, instructions, then the knowledge section (from knowledgeSection) when any. */
+export function systemPromptFor(
   agent: {
     id: string
     name?: string
     config: Record<string, unknown>
   },
-  query = ''
-): Promise<string> {
+  knowledge = ''
+): string {
   const parts = [text(agent.config.personality) || DEFAULT_PERSONALITY]
   const instructions = text(agent.config.instructions)
   if (instructions) parts.push(instructions)
-  const knowledge = await knowledgeSection(agent.id, query)
   if (knowledge) parts.push(knowledge)
   return parts.join('\n\n')
 }
