@@ -10,6 +10,8 @@
 process.env.NODE_ENV = 'test'
 // Test-only plugins the app loads besides plugins/ (the fixture framework; see PluginProvider).
 process.env.EXTRA_PLUGIN_DIRS ??= 'tests/fixtures/plugins'
+// Tests play clients behind a local reverse proxy (X-Forwarded-For from loopback is believed).
+process.env.TRUST_PROXY ??= 'loopback'
 
 import 'reflect-metadata'
 import { Ignitor, prettyPrintError } from '@adonisjs/core'

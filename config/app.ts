@@ -1,3 +1,4 @@
+import proxyAddr from 'proxy-addr'
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import env from '#start/env'
@@ -42,7 +43,18 @@ export const http = defineConfig({
   },
   allowMethodSpoofing: false,
   useAsyncLocalStorage: true,
-  trustProxy: () => false,
+  // TRUST_PROXY: addresses or CIDRs of the reverse proxies in front (or `loopback`,
+  // `linklocal`, `uniquelocal`); only their X-Forwarded-For is believed, so
+  // per-client limits see the real client. Unset: no proxy is trusted.
+  trustProxy: env.get('TRUST_PROXY')
+    ? proxyAddr.compile(
+        env
+          .get('TRUST_PROXY')!
+          .split(',')
+          .map((entry) => entry.trim())
+          .filter(Boolean)
+      )
+    : () => false,
   cookie: {
     domain: '',
     path: '/',

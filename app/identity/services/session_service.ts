@@ -19,6 +19,8 @@ export const REFRESH_TTL_DAYS = 30
 
 /** Failed sign-ins allowed per e-mail and client address in the window. */
 const LOGIN_FAILURES = 10
+/** Failures from one client address, whatever the e-mail (trying many accounts). */
+const LOGIN_FAILURES_PER_CLIENT = 100
 const LOGIN_WINDOW = '15 mins'
 
 const INVALID_CREDENTIALS = 'Invalid e-mail or password'
@@ -82,24 +84,33 @@ async function checkPassword(email: string, password: string): Promise<User> {
 /**
  * Checks an e-mail and password for a sign-in (the dashboard's and the
  * console's). One message for an unknown e-mail and a wrong password; after
- * 10 failures for the same e-mail and client address within 15 minutes,
- * 429 until the window passes (a success resets the count).
+ * 10 failures for the same e-mail and client address, or 100 from one client
+ * address whatever the e-mail, within 15 minutes: 429 with Retry-After until
+ * the window passes (a success resets the per-address count).
  */
 export async function authenticate(emailInput: string, password: string, ip: string) {
   const email = normalizeEmail(emailInput)
-  const throttle = limiter.use({ requests: LOGIN_FAILURES, duration: LOGIN_WINDOW })
-  const [throttled, user] = await throttle.penalize(`login:${email}:${ip}`, () =>
-    checkPassword(email, password)
-  )
-  if (throttled) {
-    throw new RateLimitExceededException(
-      `Too many failed sign-in attempts; try again in ${throttled.response.availableIn} seconds`
+  const perAddress = limiter.use({ requests: LOGIN_FAILURES, duration: LOGIN_WINDOW })
+  const perClient = limiter.use({ requests: LOGIN_FAILURES_PER_CLIENT, duration: LOGIN_WINDOW })
+  const [clientThrottled, user] = await perClient.penalize(`login-client:${ip}`, async () => {
+    const [throttled, checked] = await perAddress.penalize(`login:${email}:${ip}`, () =>
+      checkPassword(email, password)
     )
-  }
+    if (throttled) throw tooManyFailures(throttled.response.availableIn)
+    return checked
+  })
+  if (clientThrottled) throw tooManyFailures(clientThrottled.response.availableIn)
 
   if (!user.isVerified) throw new EmailNotVerifiedException()
   if (user.disabledAt) throw new ForbiddenException('This account is disabled')
   return user
+}
+
+function tooManyFailures(availableIn: number) {
+  return RateLimitExceededException.retryAfter(
+    `Too many failed sign-in attempts; try again in ${availableIn} seconds`,
+    availableIn
+  )
 }
 
 /** POST /auth/login: session tokens for a verified, enabled account. */

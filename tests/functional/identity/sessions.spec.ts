@@ -397,3 +397,33 @@ test.group('Sessions: JWTs end with their session', () => {
     assert.equal(await meStatus(rotated.token), 401, 'the thief and the owner both sign in again')
   })
 })
+
+test.group('Sign-in limits per client address', () => {
+  test('failures from one client are limited whatever the e-mail; the client address comes from the trusted proxy', async ({
+    assert,
+  }) => {
+    const client = `198.51.100.${Math.floor(Math.random() * 200) + 20}`
+    const attempt = async (from: string, index: number) => {
+      const response = await fetch(`${baseUrl()}/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-forwarded-for': from },
+        body: JSON.stringify({
+          email: `nobody-${index}-${Date.now()}@example.test`,
+          password: 'wrong-pass-1',
+        }),
+      })
+      await response.body?.cancel()
+      return response
+    }
+    const statusFrom = async (from: string, index: number) => {
+      const response = await attempt(from, index)
+      return response.status
+    }
+    for (let i = 0; i < 100; i++) assert.equal(await statusFrom(client, i), 401)
+    const limited = await attempt(client, 100)
+    assert.equal(limited.status, 429)
+    assert.isNotNull(limited.headers.get('retry-after'))
+    // Another client behind the same proxy is not affected.
+    assert.equal(await statusFrom('203.0.113.7', 101), 401)
+  }).timeout(60_000)
+})
