@@ -8,6 +8,7 @@ import { sendMail } from '#identity/services/mailer'
 
 const AuthController = () => import('#identity/controllers/auth_controller')
 const ApiKeysController = () => import('#identity/controllers/api_keys_controller')
+const PasswordController = () => import('#identity/controllers/password_controller')
 const NotificationsController = () => import('#identity/controllers/notifications_controller')
 const DataExportController = () => import('#identity/controllers/data_export_controller')
 const ProgrammaticController = () => import('#identity/controllers/programmatic_controller')
@@ -23,6 +24,8 @@ router
       .post('/resend-verification', [AuthController, 'resendVerification'])
       .as('resendVerification')
     router.post('/login', [AuthController, 'login']).as('login')
+    router.post('/password/forgot', [PasswordController, 'forgot']).as('password.forgot')
+    router.post('/password/reset', [PasswordController, 'reset']).as('password.reset')
     router.post('/refresh', [AuthController, 'refresh']).as('refresh')
     router.post('/logout', [AuthController, 'logout']).as('logout')
     // Signed link from the export mail; checks signature and owner itself.
@@ -31,6 +34,7 @@ router
     router
       .group(() => {
         router.post('/api-keys', [ApiKeysController, 'store']).as('apiKeys.store')
+        router.post('/password/change', [PasswordController, 'change']).as('password.change')
         router.get('/api-keys', [ApiKeysController, 'index']).as('apiKeys.index')
         router.delete('/api-keys/:id', [ApiKeysController, 'destroy']).as('apiKeys.destroy')
         router.get('/notifications', [NotificationsController, 'index']).as('notifications.index')

@@ -58,3 +58,17 @@ export function exportReadyMail(to: string, link: string, expiresAt: Date): Outg
     html: mailLayout('Your data export is ready', lines, { href: link, label: 'Download my data' }),
   }
 }
+
+/** The link that lets the owner choose a new password (valid 30 minutes, once). */
+export function passwordResetMail(to: string, link: string): OutgoingMail {
+  const lines = [
+    'Someone (perhaps you) asked to reset the password of your Agent Host account.',
+    'Open the link within 30 minutes to choose a new one; it works once. Every session of the account is signed out. If you did not ask, ignore this message: nothing changed.',
+  ]
+  return {
+    to,
+    subject: 'Reset your password',
+    text: `${lines.join('\n\n')}\n\n${link}\n`,
+    html: mailLayout('Reset your password', lines, { href: link, label: 'Choose a new password' }),
+  }
+}

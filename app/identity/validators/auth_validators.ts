@@ -33,3 +33,20 @@ export const apiKeyValidator = vine.create({
 export const markReadValidator = vine.create({
   ids: vine.array(vine.string().maxLength(64)).maxLength(1000),
 })
+
+/** POST /auth/password/change. */
+export const changePasswordValidator = vine.create({
+  currentPassword: vine.string().maxLength(1024),
+  newPassword: vine.string().minLength(8).maxLength(128),
+})
+
+/** POST /auth/password/forgot. */
+export const forgotPasswordValidator = vine.create({
+  email: vine.string().trim().maxLength(254),
+})
+
+/** POST /auth/password/reset. */
+export const resetPasswordValidator = vine.create({
+  token: vine.string().trim().minLength(20).maxLength(100),
+  password: vine.string().minLength(8).maxLength(128),
+})
