@@ -46,6 +46,12 @@ export default defineConfig({
         name: 'functional',
         timeout: 30_000,
       },
+      {
+        // Faults injected for real (docs/reliability.md); also `npm run faults`.
+        files: ['tests/faults/**/*.spec.ts'],
+        name: 'faults',
+        timeout: 120_000,
+      },
     ],
     forceExit: false,
   },

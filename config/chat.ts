@@ -20,6 +20,12 @@ export const chatConfig = {
     pingIntervalMs: 30_000,
     /** Largest client frame (a chat message is at most 4000 characters). */
     maxPayloadBytes: 64 * 1024,
+    /** Open sockets per account on one instance; more are closed with 4429. */
+    maxSocketsPerAccount: 20,
+    /** Messages a socket may have waiting for an answer; more close it with 1008. */
+    maxQueuedMessages: 8,
+    /** How often each socket's credential is checked again (revoked key, expired JWT, disabled account). */
+    credentialCheckMs: 5_000,
   },
   /** Inbound webhook: requests per token per window (@adonisjs/limiter). */
   webhookRateLimit: { requests: 30, duration: '1 minute' },

@@ -16,6 +16,10 @@ function smtpOptions(value: string) {
     host: url.hostname,
     port: Number(url.port || (secure ? 465 : 587)),
     secure,
+    // Bounded: a hung SMTP server fails the attempt and the outbox retries later.
+    connectionTimeout: 10_000,
+    greetingTimeout: 10_000,
+    socketTimeout: 30_000,
     auth: url.username
       ? {
           type: 'login' as const,

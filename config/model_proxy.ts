@@ -41,6 +41,12 @@ export interface ModelProxyConfig {
   reserveOutputTokens: number
   /** How long a credit hold may stay unsettled before a job returns it (a crashed request). */
   holdTtlMs: number
+  /**
+   * MODEL_ALLOWLIST (comma-separated): the only models requests may name
+   * upstream (plus MODEL_NAME). Empty: any name, charged at its rate or the
+   * default rate.
+   */
+  modelAllowlist: string[]
   rates: Record<string, ModelRate>
   defaultRate: ModelRate
 }
@@ -57,6 +63,16 @@ export const modelProxyConfig: ModelProxyConfig = {
   timeoutMs: 300_000,
   reserveOutputTokens: 1024,
   holdTtlMs: 60 * 60_000,
+  modelAllowlist: (() => {
+    const listed = (env.get('MODEL_ALLOWLIST') ?? '')
+      .split(',')
+      .map((name) => name.trim())
+      .filter(Boolean)
+    const fallback = env.get('MODEL_NAME')
+    return listed.length > 0 && fallback && !listed.includes(fallback)
+      ? [...listed, fallback]
+      : listed
+  })(),
   // 1 AI Credit is about 0.0012 USD (the 25,000-credit pack costs 30 USD).
   rates: {
     'gpt-4o-mini': { input: 200, output: 800 },

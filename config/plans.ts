@@ -19,6 +19,12 @@ export interface TierPlan {
   dailyRequestLimit: number
   /** Catalogue skills installed per agent (spec "Skills state"; free 2). */
   maxSkills: number
+  /** Scheduled tasks per agent (docs/schedules.md). */
+  maxSchedules: number
+  /** Shortest time between two runs of one scheduled task, in minutes. */
+  minScheduleIntervalMinutes: number
+  /** Knowledge files of one agent together, in bytes (UTF-8). */
+  maxKnowledgeBytes: number
   /** Daily research allowance per account (CONTRACT.md `searchLimit`; spec: 20). */
   dailyResearchLimit: number
   /** Daily token scans per account (spec "Other limits": 10). */
@@ -49,6 +55,9 @@ export const tiers: Record<TierKey, TierPlan> = {
     aiCreditsMonthly: 500,
     dailyRequestLimit: 100,
     maxSkills: 2,
+    maxSchedules: 2,
+    minScheduleIntervalMinutes: 5,
+    maxKnowledgeBytes: 1 * 1024 * 1024,
     dailyResearchLimit: 20,
     dailyTokenScanLimit: 10,
     lifetime: false,
@@ -61,6 +70,9 @@ export const tiers: Record<TierKey, TierPlan> = {
     aiCreditsMonthly: 3000,
     dailyRequestLimit: 10_000,
     maxSkills: 5,
+    maxSchedules: 5,
+    minScheduleIntervalMinutes: 5,
+    maxKnowledgeBytes: 5 * 1024 * 1024,
     dailyResearchLimit: 20,
     dailyTokenScanLimit: 10,
     lifetime: false,
@@ -73,6 +85,9 @@ export const tiers: Record<TierKey, TierPlan> = {
     aiCreditsMonthly: 15_000,
     dailyRequestLimit: 100_000,
     maxSkills: 10,
+    maxSchedules: 20,
+    minScheduleIntervalMinutes: 1,
+    maxKnowledgeBytes: 20 * 1024 * 1024,
     dailyResearchLimit: 20,
     dailyTokenScanLimit: 10,
     lifetime: false,
@@ -85,6 +100,9 @@ export const tiers: Record<TierKey, TierPlan> = {
     aiCreditsMonthly: 40_000,
     dailyRequestLimit: 500_000,
     maxSkills: 25,
+    maxSchedules: 50,
+    minScheduleIntervalMinutes: 1,
+    maxKnowledgeBytes: 50 * 1024 * 1024,
     dailyResearchLimit: 20,
     dailyTokenScanLimit: 10,
     lifetime: false,
@@ -97,6 +115,9 @@ export const tiers: Record<TierKey, TierPlan> = {
     aiCreditsMonthly: 25_000,
     dailyRequestLimit: 500_000,
     maxSkills: 25,
+    maxSchedules: 50,
+    minScheduleIntervalMinutes: 1,
+    maxKnowledgeBytes: 50 * 1024 * 1024,
     dailyResearchLimit: 20,
     dailyTokenScanLimit: 10,
     lifetime: true,

@@ -7,9 +7,13 @@ import type { ApplicationService } from '@adonisjs/core/types'
  *   starts resumed ones;
  * - at server start (not in tests unless AGENTS_RECOVER_ON_BOOT=true; never
  *   with AGENTS_RECOVER_ON_BOOT=false) the containers of `active` agents
- *   are adopted or started again, in the background.
+ *   are adopted or started again, in the background;
+ * - in the web server, agents idle for AGENT_IDLE_SLEEP_SECS are put to
+ *   sleep (checked every 30 s).
  */
 export default class AgentsProvider {
+  #idleTimer?: NodeJS.Timeout
+
   constructor(protected app: ApplicationService) {}
 
   #shouldRecover(): boolean {
@@ -26,6 +30,16 @@ export default class AgentsProvider {
 
     runtime.onEvent((event) => agentLifecycle.onRuntimeEvent(event))
     emitter.on('agents:limit_changed', (change) => agentLifecycle.applyLimitChange(change))
+
+    if (this.app.getEnvironment() === 'web') {
+      const { agentCapacityConfig } = await import('#config/agent_capacity')
+      this.#idleTimer = setInterval(() => {
+        agentLifecycle
+          .sleepIdle(agentCapacityConfig.idleSleepMs)
+          .catch((error) => logger.warn({ err: error }, 'agents: idle check failed'))
+      }, agentCapacityConfig.idleCheckEveryMs)
+      this.#idleTimer.unref()
+    }
 
     if (this.#shouldRecover()) {
       agentLifecycle
@@ -46,6 +60,7 @@ export default class AgentsProvider {
   }
 
   async shutdown() {
+    clearInterval(this.#idleTimer)
     const { agentLifecycle } = await import('#agents/services/agent_lifecycle')
     // Let container operations in flight finish (bounded), so none is cut half-way.
     await Promise.race([

@@ -3,6 +3,7 @@ import { storageDir } from '#core/bootstrap/paths'
 import { PluginRegistry } from '#plugins/plugin_registry'
 import { createDriver, runtimeFolders } from '#runtime/driver_factory'
 import { RuntimeService } from '#runtime/runtime_service'
+import { agentCapacityConfig } from '#config/agent_capacity'
 
 declare module '@adonisjs/core/types' {
   interface ContainerBindings {
@@ -31,6 +32,7 @@ export default class RuntimeProvider {
         driver: createDriver({ runtime: process.env.AGENT_RUNTIME, storageDir: storage, log }),
         frameworks: await resolver.make(PluginRegistry),
         agentsDir: runtimeFolders(storage).agentsDir,
+        capacity: agentCapacityConfig,
         log: (level, message, detail) => logger[level](detail ?? {}, `runtime: ${message}`),
       })
       return this.#runtime

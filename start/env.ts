@@ -15,6 +15,7 @@ export default await Env.create(new URL('../', import.meta.url), {
   HOST: Env.schema.string.optional({ format: 'host' }),
   APP_URL: Env.schema.string.optional({ format: 'url', tld: false }),
   APP_KEY: Env.schema.string.optional(),
+  CORS_ORIGINS: Env.schema.string.optional(),
   LOG_LEVEL: Env.schema.string.optional(),
 
   DATABASE_URL: Env.schema.string.optional(),
@@ -22,10 +23,14 @@ export default await Env.create(new URL('../', import.meta.url), {
   SMTP_URL: Env.schema.string.optional(),
 
   AGENT_RUNTIME: Env.schema.enum.optional(['process', 'docker', 'kubernetes'] as const),
+  AGENT_BOOT_CONCURRENCY: Env.schema.number.optional(),
+  AGENT_MEMORY_BUDGET_MB: Env.schema.number.optional(),
+  AGENT_IDLE_SLEEP_SECS: Env.schema.number.optional(),
 
   MODEL_API_URL: Env.schema.string.optional({ format: 'url', tld: false }),
   MODEL_API_KEY: Env.schema.string.optional(),
   MODEL_NAME: Env.schema.string.optional(),
+  MODEL_ALLOWLIST: Env.schema.string.optional(),
 
   SOLANA_RPC_URL: Env.schema.string.optional({ format: 'url', tld: false }),
   TREASURY_ADDRESS: Env.schema.string.optional(),

@@ -52,7 +52,8 @@ registerPeriodicJob({
 })
 registerPeriodicJob({
   name: 'chat.release_credit_holds',
-  everyMs: 5 * 60_000,
+  // Also right after start: holds of a killed predecessor come back at once.
+  everyMs: 60_000,
   run: async () => {
     await releaseExpiredHolds()
   },

@@ -45,7 +45,7 @@ router
       .group(() => {
         router
           .post('/agents/:id/:action', [Actions, 'agentAction'])
-          .where('action', /^(start|stop|restart)$/)
+          .where('action', /^(start|stop|restart|sleep)$/)
           .as('agent.action')
       })
       .use(middleware.consoleAuth({ role: 'operator' }))

@@ -7,6 +7,8 @@ import '#referrals/routes'
 import '#chat/routes'
 import '#agents/routes'
 import '#skills/routes'
+import '#schedules/routes'
+import '#knowledge/routes'
 import '#tools/routes'
 import '#console/routes'
 

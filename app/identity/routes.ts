@@ -2,6 +2,9 @@ import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
 import { programmaticApi } from '#identity/middleware/programmatic_api'
 import { registerIdentityExportSections } from '#identity/services/identity_export_sections'
+import { registerPeriodicJob } from '#core/jobs/periodic_jobs'
+import { mailOutboxJob } from '#identity/services/mail_outbox'
+import { sendMail } from '#identity/services/mailer'
 
 const AuthController = () => import('#identity/controllers/auth_controller')
 const ApiKeysController = () => import('#identity/controllers/api_keys_controller')
@@ -10,6 +13,7 @@ const DataExportController = () => import('#identity/controllers/data_export_con
 const ProgrammaticController = () => import('#identity/controllers/programmatic_controller')
 
 registerIdentityExportSections()
+registerPeriodicJob(mailOutboxJob(sendMail))
 
 router
   .group(() => {

@@ -7,6 +7,7 @@ import type { FrameworkPlugin } from '#plugins/types'
 import { agentPaths } from '#runtime/agent_paths'
 import { chatOnce, chatStream, type ChatTarget } from '#runtime/chat_client'
 import { gatewayTokenFor } from '#runtime/credentials'
+import { CapacityManager, type CapacitySnapshot } from '#runtime/capacity/capacity_manager'
 import type {
   AgentRuntimeSpec,
   ContainerChatChunk,
@@ -36,12 +37,21 @@ export interface RuntimeServiceOptions {
   readinessTimeoutMs?: number
   /** Longest wait for a chat reply (or a stream's first bytes). Default 300 s. */
   chatTimeoutMs?: number
+  /** Boot queue and memory budget (app/runtime/capacity); unlimited when absent. */
+  capacity?: { bootConcurrency: number; memoryBudgetMb: number }
   log?: (
     level: 'info' | 'warn' | 'error',
     message: string,
     detail?: Record<string, unknown>
   ) => void
 }
+
+/**
+ * What the agents area reports as `container` (CONTRACT.md): the runtime
+ * knows all but `sleeping`, which is an `active` agent with no container
+ * running (the agents area tells it from the stored status).
+ */
+export type ContainerView = 'running' | 'starting' | 'queued' | 'stopped' | 'error'
 
 /** Config keys whose values are secrets (CONTRACT.md): they never reach a log answer. */
 const SECRET_KEY = /(key|token|secret|password)$/i
@@ -71,13 +81,54 @@ export class RuntimeService {
   readonly #listeners = new Set<RuntimeEventListener>()
   readonly #secrets = new Map<string, Set<string>>()
   readonly #detachDriver: () => void
+  readonly #capacity: CapacityManager
+  /** Agents whose framework answered its readiness path since their last start. */
+  readonly #ready = new Set<string>()
+  /** Agents being put to sleep: their `stopped` event is reported as `sleeping`. */
+  readonly #sleeping = new Set<string>()
 
   constructor(private readonly options: RuntimeServiceOptions) {
     this.driver = options.driver
+    this.#capacity = new CapacityManager({
+      bootConcurrency: options.capacity?.bootConcurrency ?? Number.POSITIVE_INFINITY,
+      memoryBudgetMb: options.capacity?.memoryBudgetMb ?? Number.POSITIVE_INFINITY,
+      sleep: (agentId) => this.sleep(agentId),
+      log: (message, detail) => options.log?.('info', message, detail),
+    })
     this.#detachDriver = this.driver.onEvent((event) => this.#emit(event))
   }
 
-  #emit(event: RuntimeEvent) {
+  /** Keeps the capacity books and readiness in step with what containers do. */
+  #track(event: RuntimeEvent): RuntimeEvent {
+    switch (event.type) {
+      case 'ready':
+        this.#ready.add(event.agentId)
+        this.#capacity.booted(event.agentId)
+        break
+      case 'started':
+      case 'exited':
+      case 'restarting':
+        this.#ready.delete(event.agentId)
+        break
+      case 'error':
+        this.#ready.delete(event.agentId)
+        this.#capacity.booted(event.agentId)
+        this.#capacity.release(event.agentId)
+        break
+      case 'stopped':
+        this.#ready.delete(event.agentId)
+        this.#capacity.booted(event.agentId)
+        this.#capacity.release(event.agentId)
+        if (this.#sleeping.delete(event.agentId)) {
+          return { type: 'sleeping', agentId: event.agentId, at: event.at }
+        }
+        break
+    }
+    return event
+  }
+
+  #emit(raw: RuntimeEvent) {
+    const event = this.#track(raw)
     if (event.type === 'error' || event.type === 'exited') {
       this.options.log?.('warn', `agent ${event.agentId}: ${event.type}`, {
         reason: 'reason' in event ? event.reason : event.message,
@@ -138,13 +189,92 @@ export class RuntimeService {
     spec: AgentRuntimeSpec,
     options: { waitReady?: boolean; timeoutMs?: number; signal?: AbortSignal } = {}
   ): Promise<ContainerInfo> {
-    await this.#create(spec)
-    const info = await this.driver.start(spec.agentId)
+    const plugin = this.options.frameworks.framework(spec.framework)
+    const reservedMb = spec.resources?.memoryMb ?? plugin.resources.memoryMb
+    const created = await this.#create(spec)
+    let info = created
+    if (
+      created.state === 'running' ||
+      created.state === 'starting' ||
+      created.state === 'restarting'
+    ) {
+      // Already running (adopted after a service restart, or started meanwhile).
+      this.#capacity.adopt(spec.agentId, reservedMb)
+    } else {
+      // Waits in the boot queue until a boot slot and its memory are free.
+      await this.#capacity.admit(spec.agentId, reservedMb)
+      try {
+        info = await this.driver.start(spec.agentId)
+      } catch (error) {
+        this.#capacity.release(spec.agentId)
+        throw error
+      }
+      this.#watchBoot(spec.agentId)
+    }
     if (options.waitReady) {
       await this.waitUntilReady(spec.agentId, options)
       return this.driver.inspect(spec.agentId)
     }
     return info
+  }
+
+  /** Holds the boot slot until the framework is ready (or its boot failed), then frees it. */
+  #watchBoot(agentId: string) {
+    this.waitUntilReady(agentId)
+      .catch(() => {})
+      .finally(() => this.#capacity.booted(agentId))
+  }
+
+  /**
+   * Scale to zero: stops the container and keeps everything it has on
+   * disk; reported as a `sleeping` event. The next start wakes it.
+   */
+  async sleep(agentId: string): Promise<void> {
+    this.#sleeping.add(agentId)
+    try {
+      await this.driver.stop(agentId)
+    } finally {
+      // A stop that emitted no event (nothing ran) leaves no mark behind.
+      this.#sleeping.delete(agentId)
+      this.#capacity.release(agentId)
+    }
+  }
+
+  /** Takes the agent out of the boot queue; its waiting start fails with BootCancelledError. */
+  cancelQueuedStart(agentId: string): void {
+    if (this.#capacity.isQueued(agentId)) this.#capacity.release(agentId)
+  }
+
+  /** A message for the agent: the capacity manager puts it to sleep last. */
+  touch(agentId: string): void {
+    this.#capacity.touch(agentId)
+  }
+
+  /** Agents whose containers run or boot here, least recently active first. */
+  admittedAgents() {
+    return this.#capacity.admittedAgents()
+  }
+
+  /** Boot queue and memory budget as they stand (console, /stats). */
+  capacity(): CapacitySnapshot {
+    return this.#capacity.snapshot()
+  }
+
+  /** Where the agent's container stands, in the words of the API's `container` field. */
+  async containerView(agentId: string): Promise<ContainerView> {
+    if (this.#capacity.isQueued(agentId)) return 'queued'
+    const info = await this.driver.inspect(agentId)
+    switch (info.state) {
+      case 'running':
+        return this.#ready.has(agentId) ? 'running' : 'starting'
+      case 'starting':
+      case 'restarting':
+        return 'starting'
+      case 'error':
+        return 'error'
+      default:
+        return 'stopped'
+    }
   }
 
   /** Stops then starts it with a freshly rendered config; the container id changes. */
@@ -246,6 +376,19 @@ export class RuntimeService {
   async files(agentId: string): Promise<WorkspaceFiles> {
     await this.#requireRunning(agentId)
     return this.driver.files(agentId)
+  }
+
+  /**
+   * The workspace of an agent that is asleep (its container stopped, its
+   * folders on disk), without waking it. The agents area decides who may.
+   */
+  filesAtRest(agentId: string): WorkspaceFiles {
+    return this.driver.files(agentId)
+  }
+
+  /** The memory store of an agent that is asleep, read from disk. */
+  memoryAtRest(agentId: string, framework: string): Promise<Record<string, string>> {
+    return this.options.frameworks.framework(framework).readMemory(this.driver.reader(agentId))
   }
 
   /**
@@ -383,8 +526,16 @@ export class RuntimeService {
     return result
   }
 
-  /** Service shutdown: forget the containers, leave them running for the next boot to adopt. */
-  async shutdown(): Promise<void> {
+  /**
+   * Service shutdown. The process driver's agents are this service's own
+   * children: they stop with it (SIGTERM, then SIGKILL), so stopping the
+   * service leaves no agent process behind. Containers of an engine
+   * (docker, swarm) keep running under it. A crash (no shutdown) leaves
+   * process agents running for the next boot to adopt (`stopAgents: false`
+   * detaches the same way).
+   */
+  async shutdown(options: { stopAgents?: boolean } = {}): Promise<void> {
+    if (options.stopAgents !== false && this.driver.stopAll) await this.driver.stopAll()
     this.#detachDriver()
     await this.driver.close()
   }

@@ -121,6 +121,8 @@ export type RuntimeEvent =
       at: Date
     }
   | { type: 'stopped'; agentId: string; at: Date }
+  /** Stopped for being idle (or to make room): its stored status stays `active`. */
+  | { type: 'sleeping'; agentId: string; at: Date }
 
 export type RuntimeEventListener = (event: RuntimeEvent) => void
 
@@ -199,6 +201,12 @@ export interface ContainerDriver {
 
   /** Detaches from every container without stopping it (service shutdown). */
   close(): Promise<void>
+
+  /**
+   * Stops every container this driver runs, in parallel (service shutdown
+   * of a driver whose agents are the service's own children).
+   */
+  stopAll?(): Promise<void>
 }
 
 /** `GET /agents/:id/stats` figures the runtime knows (messages come from the chat area). */

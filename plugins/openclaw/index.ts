@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import JSON5 from 'json5'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
@@ -21,6 +24,37 @@ import {
  * OpenAI-compatible /v1/chat/completions (enabled in the rendered config),
  * authenticated with the agent's gateway token, and /readyz.
  */
+/**
+ * A package installed without scripts (the runtime cache uses
+ * --ignore-scripts) marks itself `.openclaw-lifecycle-pending` and finishes
+ * its set-up at its first run, writing into its own folder. Agents see that
+ * folder read-only (their sandbox), so the service finishes it once, as
+ * itself, before the first agent starts.
+ */
+const execFileAsync = promisify(execFile)
+
+const lifecycleRuns = new Map<string, Promise<unknown>>()
+
+function completePackageLifecycle(
+  nodeExecutable: string,
+  packageDir: string,
+  log: (message: string) => void
+): Promise<unknown> {
+  if (!existsSync(join(packageDir, '.openclaw-lifecycle-pending'))) return Promise.resolve()
+  // Agents starting together wait for one run.
+  let run = lifecycleRuns.get(packageDir)
+  if (!run) {
+    log('finishing the openclaw package set-up (first run after install)')
+    run = execFileAsync(nodeExecutable, [join(packageDir, 'openclaw.mjs'), '--version'], {
+      cwd: packageDir,
+      timeout: 120_000,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: packageDir },
+    }).finally(() => lifecycleRuns.delete(packageDir))
+    lifecycleRuns.set(packageDir, run)
+  }
+  return run
+}
+
 export const OPENCLAW_VERSION = '2026.9.6'
 export const OPENCLAW_IMAGE = `ghcr.io/openclaw/openclaw:${OPENCLAW_VERSION}`
 /** The package's engines field: ">=24.16.0 <25 || >=26.1.0". */
@@ -151,6 +185,7 @@ export default definePlugin<FrameworkPlugin>({
   async processLaunch(context, folders, tools) {
     checkNode(process.version)
     const { packageDir } = await tools.ensureNpmPackage('openclaw', OPENCLAW_VERSION)
+    await completePackageLifecycle(tools.nodeExecutable, packageDir, tools.log)
     return {
       command: tools.nodeExecutable,
       args: [join(packageDir, 'openclaw.mjs'), 'gateway', 'run', '--port', String(context.port)],

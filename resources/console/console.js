@@ -25,7 +25,8 @@ if (live.length > 0) {
       element.textContent += (element.textContent.endsWith('\n') || !element.textContent ? '' : '\n') + text
       element.scrollTop = element.scrollHeight
     },
-    overview(element, figures) {
+    // Fill each [data-figure="a.b"] inside the element from the message.
+    figures(element, figures) {
       for (const target of element.querySelectorAll('[data-figure]')) {
         const value = target.dataset.figure.split('.').reduce((v, key) => (v == null ? v : v[key]), figures)
         if (value !== undefined && value !== null) {

@@ -12,20 +12,18 @@ export function mailDir(): string {
   return join(storageDir(app.appRoot), 'mail')
 }
 
-/** Every stored mail to this address, oldest first. */
-export async function mailsTo(address: string): Promise<StoredMail[]> {
+/** Every stored mail to this address, oldest first (in `dir`: another server's storage/mail). */
+export async function mailsTo(address: string, dir = mailDir()): Promise<StoredMail[]> {
   const tag = mailFileTag(address)
   let files: string[]
   try {
-    files = await readdir(mailDir())
+    files = await readdir(dir)
   } catch {
     return []
   }
   const mine = files.filter((file) => file.endsWith(`-${tag}.json`)).sort()
   return Promise.all(
-    mine.map(
-      async (file) => JSON.parse(await readFile(join(mailDir(), file), 'utf8')) as StoredMail
-    )
+    mine.map(async (file) => JSON.parse(await readFile(join(dir, file), 'utf8')) as StoredMail)
   )
 }
 
@@ -35,12 +33,12 @@ export async function mailsTo(address: string): Promise<StoredMail[]> {
  */
 export async function waitForMail(
   address: string,
-  options: { subject?: RegExp; count?: number; timeoutMs?: number } = {}
+  options: { subject?: RegExp; count?: number; timeoutMs?: number; dir?: string } = {}
 ): Promise<StoredMail> {
   const count = options.count ?? 1
   const deadline = Date.now() + (options.timeoutMs ?? 10_000)
   while (true) {
-    const all = await mailsTo(address)
+    const all = await mailsTo(address, options.dir)
     const matching = all.filter((m) => !options.subject || options.subject.test(m.subject))
     if (matching.length >= count) return matching[count - 1]
     if (Date.now() > deadline) {

@@ -6,7 +6,7 @@ import app from '@adonisjs/core/services/app'
 import { loadPlugins } from '#plugins/plugin_loader'
 import { PluginRegistry } from '#plugins/plugin_registry'
 import { ProcessDriver, type ProcessDriverOptions } from '#runtime/process/process_driver'
-import { RuntimeService } from '#runtime/runtime_service'
+import { RuntimeService, type RuntimeServiceOptions } from '#runtime/runtime_service'
 import type { AgentRuntimeSpec, RuntimeEvent } from '#runtime/types'
 
 /** Plugins of plugins/ plus the test-only ones of tests/fixtures/plugins. */
@@ -38,7 +38,8 @@ export interface RuntimeHarness {
 
 /** A process-driver runtime on a private agents folder, with fast restart settings. */
 export async function processHarness(
-  options: Partial<ProcessDriverOptions> = {}
+  options: Partial<ProcessDriverOptions> = {},
+  runtimeOptions: Pick<RuntimeServiceOptions, 'capacity'> = {}
 ): Promise<RuntimeHarness> {
   const agentsDir = await mkdtemp(join(tmpdir(), 'agent-host-agents-'))
   const registry = await testRegistry()
@@ -56,7 +57,12 @@ export async function processHarness(
       },
       ...options,
     })
-    const runtime = new RuntimeService({ driver, frameworks: registry, agentsDir })
+    const runtime = new RuntimeService({
+      driver,
+      frameworks: registry,
+      agentsDir,
+      ...runtimeOptions,
+    })
     return { driver, runtime }
   }
   const harness: RuntimeHarness = {
@@ -65,7 +71,8 @@ export async function processHarness(
     events: [],
     ...make(),
     async restartService() {
-      await harness.runtime.shutdown()
+      // As after a crash of the service: its agents keep running, to be adopted.
+      await harness.runtime.shutdown({ stopAgents: false })
       Object.assign(harness, make())
       harness.runtime.onEvent((event) => harness.events.push(event))
     },

@@ -6,6 +6,7 @@ import { followLogs, tailLogs } from '#agents/services/agent_logs'
 import { feedOf } from '#agents/services/feed_service'
 import { issueLogStreamToken, verifyLogStreamToken } from '#agents/services/log_stream_tokens'
 import { writeSse } from '#agents/services/sse_writer'
+import { takeStreamSlot } from '#core/http/stream_slots'
 import { memoryOf, monitoringOf, statsOf, statusOf } from '#agents/services/agent_views'
 import { logsValidator } from '#agents/validators/agent_validators'
 
@@ -44,8 +45,8 @@ export default class AgentRuntimeController {
   /**
    * @status
    * @summary Agent status (lighter than the detail)
-   * @description status is one of active, stopped, paused, error.
-   * @responseBody 200 - {"success":true,"data":{"status":"active","containerId":"proc-9b2f-1a2b3c","messageCount":12}}
+   * @description status is one of active, stopped, paused, error (what the owner wants); container is where its container stands: running, starting, queued (waiting for a boot slot or memory), sleeping (idle: stopped until the next message wakes it), stopped, error.
+   * @responseBody 200 - {"success":true,"data":{"status":"active","containerId":"proc-9b2f-1a2b3c","messageCount":12,"container":"running"}}
    */
   async status({ auth, params }: HttpContext) {
     return statusOf(await ownedAgent(auth.getUserOrFail(), params.id))
@@ -54,8 +55,8 @@ export default class AgentRuntimeController {
   /**
    * @stats
    * @summary Agent stats
-   * @description uptimeSecs is 0 while the container is not running.
-   * @responseBody 200 - {"success":true,"data":{"messagesProcessed":12,"uptimeSecs":3600,"lastActiveAt":"2025-01-02T10:00:00.000Z","containerId":"proc-9b2f-1a2b3c","status":"active"}}
+   * @description uptimeSecs is 0 while the container is not running; container as in status.
+   * @responseBody 200 - {"success":true,"data":{"messagesProcessed":12,"uptimeSecs":3600,"lastActiveAt":"2025-01-02T10:00:00.000Z","containerId":"proc-9b2f-1a2b3c","status":"active","container":"running"}}
    */
   async stats({ auth, params }: HttpContext) {
     return statsOf(await ownedAgent(auth.getUserOrFail(), params.id))
@@ -63,9 +64,9 @@ export default class AgentRuntimeController {
 
   /**
    * @monitoring
-   * @summary CPU, memory and restarts of the running container
-   * @description 409 AGENT_NOT_RUNNING when the container is not running.
-   * @responseBody 200 - {"success":true,"data":{"cpuPercent":1.5,"memoryMb":48.2,"memoryLimitMb":1024,"restartCount":0,"status":"running"}}
+   * @summary CPU, memory and restarts of the agent's container
+   * @description A sleeping, queued or starting agent holds no memory: zeros, with status and container saying why. 409 AGENT_NOT_RUNNING when the agent is stopped, paused or failed.
+   * @responseBody 200 - {"success":true,"data":{"cpuPercent":1.5,"memoryMb":48.2,"memoryLimitMb":1024,"restartCount":0,"status":"running","container":"running"}}
    */
   async monitoring({ auth, params }: HttpContext) {
     return monitoringOf(await ownedAgent(auth.getUserOrFail(), params.id))
@@ -132,9 +133,14 @@ export default class AgentRuntimeController {
       // An empty log is still a 200 text answer, not a 204.
       return response.status(200).send(await tailLogs(agent, tail))
     }
-    const abort = new AbortController()
-    const lines = await followLogs(agent, { tail, signal: abort.signal })
-    await writeSse(ctx, lines, abort)
+    const release = takeStreamSlot('logs', agent.userId)
+    try {
+      const abort = new AbortController()
+      const lines = await followLogs(agent, { tail, signal: abort.signal })
+      await writeSse(ctx, lines, abort)
+    } finally {
+      release()
+    }
   }
 
   async #agentForToken(id: unknown, token: string | undefined) {

@@ -50,6 +50,10 @@ export default class Agent extends UuidModel {
   @column.dateTime()
   declare lastActiveAt: DateTime | null
 
+  /** Put to sleep at (idle or to make room); null while its container runs or boots. */
+  @column.dateTime({ serializeAs: null })
+  declare sleepingSince: DateTime | null
+
   @column({ serializeAs: null })
   declare proxyTokenHash: string
 

@@ -1,7 +1,8 @@
 import app from '@adonisjs/core/services/app'
 import logger from '@adonisjs/core/services/logger'
 import { NotFoundException, ValidationException } from '#core/exceptions/api_exceptions'
-import type { RuntimeService } from '#runtime/runtime_service'
+import type { ContainerView, RuntimeService } from '#runtime/runtime_service'
+import { BootCancelledError } from '#runtime/capacity/capacity_manager'
 import type { RuntimeEvent } from '#runtime/types'
 import Agent, { type AgentStatus } from '#agents/models/agent'
 import { recordFeedEvent } from '#agents/services/feed_service'
@@ -24,6 +25,23 @@ const PAUSED_MESSAGE =
 
 async function setStatus(agentId: string, status: AgentStatus): Promise<void> {
   await Agent.query().where('id', agentId).update({ status, updatedAt: new Date() })
+}
+
+/** How long POST start waits for a boot slot before answering (the start goes on queued). */
+const START_ANSWER_WITHIN_MS = 2_000
+
+/** The API's `container` field (CONTRACT.md): the runtime's view plus `sleeping`. */
+export type ContainerField = ContainerView | 'sleeping'
+
+export function containerField(
+  agent: Pick<Agent, 'status' | 'sleepingSince'>,
+  view: ContainerView
+): ContainerField {
+  if (agent.status === 'stopped' || agent.status === 'paused') return 'stopped'
+  if (agent.status === 'error') return 'error'
+  if (view !== 'stopped') return view
+  // Active with no container: put to sleep, or on its way up (created, woken, recovering).
+  return agent.sleepingSince ? 'sleeping' : 'starting'
 }
 
 /**
@@ -89,18 +107,89 @@ export class AgentLifecycle {
       const runtime = await this.runtime()
       return await runtime.ensureStarted(runtimeSpecFor(agent))
     } catch (error) {
+      // Stopped while it waited in the boot queue: not a failure of the agent.
+      if (error instanceof BootCancelledError) throw error
       // The runtime reports the reason as an `error` event (feed); the state is ours.
       await setStatus(agent.id, 'error')
       throw error
     }
   }
 
-  /** POST start: the container runs (or is starting) afterwards; not waiting for readiness. */
-  start(agent: Agent): Promise<StartResult> {
-    return this.#serial(agent.id, async () => {
-      const info = await this.#start(agent.id)
-      return { status: 'started', containerId: info.containerId }
+  /**
+   * POST start: the container runs, boots or waits in the boot queue
+   * afterwards (status shows `container: queued`); not waiting for
+   * readiness, nor for a boot slot longer than a moment.
+   */
+  async start(agent: Agent): Promise<StartResult> {
+    const starting = this.#serial(agent.id, () => this.#start(agent.id))
+    this.#detached('start', agent.id, () => starting)
+    const info = await Promise.race([
+      starting,
+      new Promise<null>((resolve) => setTimeout(resolve, START_ANSWER_WITHIN_MS, null).unref()),
+    ])
+    return { status: 'started', containerId: info?.containerId ?? null }
+  }
+
+  /**
+   * A message (chat, stream, WebSocket, webhook, schedule, channel) for an
+   * agent: marks it active for the capacity manager and, when it is asleep,
+   * wakes it in the background. The message itself is answered on the
+   * hosted path meanwhile (the chat area), so nobody waits for a boot.
+   */
+  async wake(agent: Agent): Promise<ContainerField | null> {
+    if (agent.status !== 'active') return containerField(agent, 'stopped')
+    const runtime = await this.runtime()
+    runtime.touch(agent.id)
+    // Only an agent that was put to sleep wakes on a message; one whose
+    // start failed or never happened keeps its state (its owner starts it).
+    // Most messages stop here, with no container lookup on the hot path.
+    if (!agent.sleepingSince) return null
+    const view = await runtime.containerView(agent.id)
+    if (view === 'stopped' && !this.#chains.has(agent.id)) {
+      this.#detached('wake', agent.id, () =>
+        this.#serial(agent.id, async () => {
+          const fresh = await Agent.find(agent.id)
+          if (!fresh || fresh.status !== 'active') return
+          if ((await runtime.containerView(agent.id)) !== 'stopped') return
+          await this.#start(agent.id)
+        })
+      )
+      return 'sleeping'
+    }
+    return containerField(agent, view)
+  }
+
+  /** Puts one agent to sleep (idle): its container stops, its status stays `active`. */
+  sleep(agentId: string): Promise<void> {
+    return this.#serial(agentId, async () => {
+      const runtime = await this.runtime()
+      await runtime.sleep(agentId)
     })
+  }
+
+  /**
+   * Puts to sleep every agent running here whose last message (stored
+   * `last_active_at`, or this process's own record of it) and whose start
+   * are older than `idleMs`. Returns the ids put to sleep.
+   */
+  async sleepIdle(idleMs: number, now = Date.now()): Promise<string[]> {
+    const runtime = await this.runtime()
+    const candidates = runtime
+      .admittedAgents()
+      .filter((entry) => !entry.booting && entry.lastActiveAt < now - idleMs)
+    if (candidates.length === 0) return []
+    const rows = await Agent.query()
+      .whereIn(
+        'id',
+        candidates.map((entry) => entry.agentId)
+      )
+      .select('id', 'last_active_at')
+    const lastMessage = new Map(rows.map((row) => [row.id, row.lastActiveAt?.toMillis() ?? 0]))
+    const idle = candidates
+      .filter((entry) => (lastMessage.get(entry.agentId) ?? 0) < now - idleMs)
+      .map((entry) => entry.agentId)
+    await Promise.allSettled(idle.map((agentId) => this.sleep(agentId)))
+    return idle
   }
 
   /** A new agent: starts its container without making the request wait. */
@@ -109,10 +198,12 @@ export class AgentLifecycle {
   }
 
   /** POST stop: the container stops, config and data stay. A paused agent stays paused. */
-  stop(agent: Agent): Promise<StopResult> {
+  async stop(agent: Agent): Promise<StopResult> {
+    // A start waiting in the boot queue is cancelled, not waited for.
+    const runtime = await this.runtime()
+    runtime.cancelQueuedStart(agent.id)
     return this.#serial(agent.id, async () => {
       const fresh = await this.#fresh(agent.id)
-      const runtime = await this.runtime()
       await runtime.stop(fresh.id)
       if (fresh.status !== 'paused') await setStatus(fresh.id, 'stopped')
       return { status: 'stopped' }
@@ -146,6 +237,15 @@ export class AgentLifecycle {
         await runtime.reconfigure(runtimeSpecFor(fresh))
       })
     )
+  }
+
+  /** DELETE, after the row is gone: the container and its data go without making the caller wait. */
+  removeInBackground(agentId: string): void {
+    this.#detached('remove', agentId, async () => {
+      const runtime = await this.runtime()
+      runtime.cancelQueuedStart(agentId)
+      await this.remove(agentId)
+    })
   }
 
   /** DELETE: stops the container and deletes its data. Failures are logged (the boot sweep retries). */
@@ -203,7 +303,11 @@ export class AgentLifecycle {
    * stop containers of agents that no longer exist (runtime.recover).
    */
   async recover(options: { sweep?: boolean; agentIds?: string[] } = {}) {
-    const query = Agent.query().where('status', 'active').orderBy('created_at', 'asc')
+    // Sleeping agents stay asleep: a message wakes them (no boot storm at start).
+    const query = Agent.query()
+      .where('status', 'active')
+      .whereNull('sleeping_since')
+      .orderBy('created_at', 'asc')
     // Tests recover their own agents only (the sweep must then be off).
     if (options.agentIds) query.whereIn('id', options.agentIds)
     const agents = await query
@@ -247,9 +351,19 @@ export class AgentLifecycle {
   async handleRuntimeEvent(event: RuntimeEvent): Promise<void> {
     switch (event.type) {
       case 'started':
+        await Agent.query()
+          .where('id', event.agentId)
+          .whereNotNull('sleeping_since')
+          .update({ sleepingSince: null })
         return recordFeedEvent(event.agentId, {
           type: 'status_change',
           content: 'Agent started',
+        })
+      case 'sleeping':
+        await Agent.query().where('id', event.agentId).update({ sleepingSince: new Date() })
+        return recordFeedEvent(event.agentId, {
+          type: 'status_change',
+          content: 'Agent asleep: its container stopped while idle; the next message wakes it',
         })
       case 'stopped':
         return recordFeedEvent(event.agentId, {

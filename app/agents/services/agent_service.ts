@@ -187,11 +187,16 @@ export async function restoreConfig(
   return { ...presentDetail(agent), version, restoredFrom }
 }
 
-/** DELETE /agents/:id: stops and removes the container and its data, then the agent. */
+/**
+ * DELETE /agents/:id: the agent is gone at once; its container and data
+ * are removed in the background (a service that dies meanwhile finishes
+ * the job at its next boot, whose sweep removes containers of deleted
+ * agents).
+ */
 export async function deleteAgent(user: { id: string }, agentId: string) {
   const agent = await ownedAgent(user, agentId)
-  await agentLifecycle.remove(agent.id)
   await Agent.query().where('id', agent.id).delete()
+  agentLifecycle.removeInBackground(agent.id)
   return { deleted: true as const }
 }
 

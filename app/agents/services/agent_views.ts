@@ -1,34 +1,66 @@
 import app from '@adonisjs/core/services/app'
 import type { MonitoringFigures, WorkspaceFiles } from '#runtime/types'
 import type Agent from '#agents/models/agent'
+import { AgentNotRunningException } from '#core/exceptions/api_exceptions'
+import { containerField, type ContainerField } from '#agents/services/agent_lifecycle'
 
 async function runtime() {
   return app.container.make('runtime')
 }
 
-/** Spec "Agent status": the stored status, the container id, the message count. */
+/** CONTRACT.md `container`: running, starting, queued, sleeping, stopped or error. */
+export async function containerOf(agent: Agent): Promise<ContainerField> {
+  const service = await runtime()
+  return containerField(agent, await service.containerView(agent.id))
+}
+
+/** Spec "Agent status" plus `container`. */
 export async function statusOf(agent: Agent) {
   const service = await runtime()
-  const info = await service.status(agent.id)
-  return { status: agent.status, containerId: info.containerId, messageCount: agent.messageCount }
+  const [info, container] = await Promise.all([service.status(agent.id), containerOf(agent)])
+  return {
+    status: agent.status,
+    containerId: info.containerId,
+    messageCount: agent.messageCount,
+    container,
+  }
 }
 
 /** Spec "Agent stats" (messages counted by the chat area on the agent row). */
 export async function statsOf(agent: Agent) {
   const service = await runtime()
-  const stats = await service.stats(agent.id)
+  const [stats, container] = await Promise.all([service.stats(agent.id), containerOf(agent)])
   return {
     messagesProcessed: agent.messageCount,
     uptimeSecs: stats.uptimeSecs,
     lastActiveAt: agent.lastActiveAt?.toUTC().toISO() ?? null,
     containerId: stats.containerId,
     status: agent.status,
+    container,
   }
 }
 
-/** Spec "Monitoring"; 409 AGENT_NOT_RUNNING when the container is not running. */
-export async function monitoringOf(agent: Agent): Promise<MonitoringFigures> {
+/**
+ * Spec "Monitoring" plus `container`. A sleeping, queued or starting agent
+ * holds no memory yet: zeros, not 409 (CONTRACT.md); 409
+ * AGENT_NOT_RUNNING for a stopped, paused or failed one.
+ */
+export async function monitoringOf(
+  agent: Agent
+): Promise<Omit<MonitoringFigures, 'status'> & { status: string; container: ContainerField }> {
   const service = await runtime()
+  const container = await containerOf(agent)
+  if (container === 'stopped' || container === 'error') throw new AgentNotRunningException()
+  if (container !== 'running') {
+    return {
+      cpuPercent: 0,
+      memoryMb: 0,
+      memoryLimitMb: 0,
+      restartCount: 0,
+      status: container,
+      container,
+    }
+  }
   const figures = await service.monitoring(agent.id)
   return {
     cpuPercent: Math.round(figures.cpuPercent * 100) / 100,
@@ -36,17 +68,31 @@ export async function monitoringOf(agent: Agent): Promise<MonitoringFigures> {
     memoryLimitMb: figures.memoryLimitMb,
     restartCount: figures.restartCount,
     status: figures.status,
+    container,
   }
 }
 
-/** `{ memory }` from the framework's memory store; 409 when not running. */
+/** True when the agent's folders may be used while its container does not run (asleep, queued). */
+async function atRest(agent: Agent): Promise<boolean> {
+  if (agent.status !== 'active') return false
+  const service = await runtime()
+  return !(await service.isRunning(agent.id))
+}
+
+/** `{ memory }` from the framework's memory store; read from disk while it sleeps; 409 when stopped. */
 export async function memoryOf(agent: Agent) {
   const service = await runtime()
+  if (await atRest(agent)) return { memory: await service.memoryAtRest(agent.id, agent.framework) }
   return { memory: await service.memory(agent.id) }
 }
 
-/** The workspace file manager; 409 when not running, 403 for paths outside the workspace. */
+/**
+ * The workspace file manager: the running container's, or the folders of
+ * a sleeping one (without waking it); 409 when stopped, paused or failed;
+ * 403 for paths outside the workspace.
+ */
 export async function filesOf(agent: Agent): Promise<WorkspaceFiles> {
   const service = await runtime()
+  if (await atRest(agent)) return service.filesAtRest(agent.id)
   return service.files(agent.id)
 }

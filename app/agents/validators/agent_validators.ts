@@ -41,7 +41,8 @@ export const listVersionsValidator = vine.create({
 })
 
 export const logsValidator = vine.create({
-  tail: vine.number().withoutDecimals().range([0, 10_000]).optional(),
+  // At most 1,000 lines a call (a 10,000-line tail read megabytes per request).
+  tail: vine.number().withoutDecimals().range([0, 1_000]).optional(),
   stream: vine.boolean().optional(),
   token: vine.string().maxLength(512).optional(),
 })

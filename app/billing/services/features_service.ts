@@ -23,6 +23,8 @@ function presentTier(plan: TierPlan) {
     aiCreditsMonthly: plan.aiCreditsMonthly,
     dailyRequestLimit: plan.dailyRequestLimit,
     maxSkills: plan.maxSkills,
+    maxSchedules: plan.maxSchedules,
+    minScheduleIntervalMinutes: plan.minScheduleIntervalMinutes,
     dailyTokenScanLimit: plan.dailyTokenScanLimit,
     dailyResearchLimit: plan.dailyResearchLimit,
   }

@@ -4,6 +4,7 @@ import { mapError } from '#core/http/error_envelope'
 import { ownedAgent } from '#agents/services/agent_access'
 import { ChatAbortedError, chatWithAgent, testChat } from '#chat/services/chat_service'
 import { chatConfig } from '#config/chat'
+import { takeStreamSlot } from '#core/http/stream_slots'
 import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
 import { idempotentJson } from '#chat/services/idempotent_route'
 import {
@@ -43,6 +44,8 @@ export default class ChatController {
     const user = ctx.auth.getUserOrFail()
     const agent = await ownedAgent(user, ctx.params.id)
     const body = ctx.request.body()
+    const release = takeStreamSlot('chat', user.id)
+    ctx.response.response.once('close', release)
     const sse = new SseStream(ctx, { heartbeatMs: chatConfig.sseHeartbeatMs })
 
     const key = idempotencyKeyOf(ctx.request.header(IDEMPOTENCY_HEADER))

@@ -1,7 +1,11 @@
 import type { HttpContext } from '@adonisjs/core/http'
 import logger from '@adonisjs/core/services/logger'
 import { modelProxyConfig } from '#config/model_proxy'
-import { AuthRequiredException, ValidationException } from '#core/exceptions/api_exceptions'
+import {
+  AgentNotRunningException,
+  AuthRequiredException,
+  ValidationException,
+} from '#core/exceptions/api_exceptions'
 import { mapError } from '#core/http/error_envelope'
 import { agentForProxyToken } from '#agents/services/agent_tokens'
 import { bearerFromHeader } from '#identity/services/token_authenticator'
@@ -20,6 +24,8 @@ async function proxyAgent(ctx: HttpContext) {
       'The model proxy needs the agent\'s proxy token: "Authorization: Bearer apx_..."'
     )
   }
+  // Only a running (or sleeping, waking) agent's framework calls the proxy.
+  if (agent.status !== 'active') throw new AgentNotRunningException()
   return agent
 }
 

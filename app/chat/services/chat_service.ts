@@ -4,12 +4,13 @@ import { chatConfig } from '#config/chat'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
 import { decryptSecrets } from '#agents/services/config_secrets'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { recordFeedEvent } from '#agents/services/feed_service'
 import { ContainerChatError } from '#runtime/chat_client'
 import { RuntimeService } from '#runtime/runtime_service'
 import { chatValidator, testChatValidator } from '#chat/validators/chat_validators'
 import { assertAllowed } from '#chat/services/safety_filter'
-import { systemPromptFor } from '#chat/services/system_prompt'
+import { knowledgeSection, systemPromptFor } from '#chat/services/system_prompt'
 import { recentTurns, recordExchange, type StoredTurn } from '#chat/services/history_service'
 import { hostedCompletion, openHostedStream } from '#chat/services/model_proxy'
 import {
@@ -93,6 +94,8 @@ interface RouteContext {
   config: Record<string, unknown>
   turns: ChatTurn[]
   options: ChatOptions
+  /** The knowledge passages for this message, looked up while the route is chosen. */
+  knowledge: Promise<string>
   /** Tokens already sent to the caller. */
   streamed: number
   began: boolean
@@ -111,8 +114,12 @@ function emit(context: RouteContext, token: string) {
 
 async function viaContainer(context: RouteContext): Promise<ModelReply> {
   const runtime = await runtimeService()
+  // The framework has its own personality; the relevant knowledge travels with the message.
+  const knowledge = await context.knowledge
   const request = {
-    messages: context.turns,
+    messages: knowledge
+      ? [{ role: 'system' as const, content: knowledge }, ...context.turns]
+      : context.turns,
     conversationId: `agent-${context.agent.id}`,
     signal: context.options.signal,
   }
@@ -136,7 +143,10 @@ async function viaCustomerKey(
   const messages: ChatTurn[] = [
     {
       role: 'system',
-      content: await systemPromptFor({ id: context.agent.id, config: context.config }),
+      content: systemPromptFor(
+        { id: context.agent.id, config: context.config },
+        await context.knowledge
+      ),
     },
     ...context.turns,
   ]
@@ -187,7 +197,10 @@ async function viaHosted(
 async function viaHostedForAgent(context: RouteContext): Promise<RoutedReply> {
   const config = context.config
   const messages: ChatTurn[] = [
-    { role: 'system', content: await systemPromptFor({ id: context.agent.id, config }) },
+    {
+      role: 'system',
+      content: systemPromptFor({ id: context.agent.id, config }, await context.knowledge),
+    },
     ...context.turns,
   ]
   return viaHosted(
@@ -207,6 +220,11 @@ async function route(context: RouteContext): Promise<{ reply: RoutedReply; route
       ? { reply: await viaCustomerKey(context, provider), route: 'customer' }
       : { reply: await viaHostedForAgent(context), route: 'hosted' }
 
+  // Every message counts as activity; a sleeping agent starts waking now
+  // and this message is answered on the hosted path meanwhile.
+  agentLifecycle
+    .wake(context.agent)
+    .catch((error) => logger.warn({ agentId: context.agent.id, err: error }, 'chat: wake failed'))
   if (!(await containerRunning(context.agent.id))) return fallback()
   try {
     return { reply: await viaContainer(context), route: 'container' }
@@ -250,9 +268,13 @@ export async function chatWithAgent(
     config,
     turns: [...history, { role: 'user', content: request.message }],
     options,
+    knowledge: Promise.resolve(''),
     streamed: 0,
     began: false,
   }
+  // Started now, awaited where the prompt is built: it overlaps the routing work.
+  context.knowledge = knowledgeSection(agent.id, request.message)
+  context.knowledge.catch(() => {})
 
   let reply: RoutedReply
   try {

@@ -36,7 +36,15 @@ import { ChatAbortedError, chatWithAgent } from '#chat/services/chat_service'
  * answered in order. The server pings every 30 s and drops a socket that
  * did not answer the previous ping.
  */
-export const WS_CLOSE = { badCredential: 4401, forbidden: 4403, unknownAgent: 4404 } as const
+export const WS_CLOSE = {
+  badCredential: 4401,
+  forbidden: 4403,
+  unknownAgent: 4404,
+  /** Too many open sockets for the account. */
+  tooManySockets: 4429,
+  /** Too many messages waiting for an answer (RFC 6455 policy violation). */
+  tooManyQueued: 1008,
+} as const
 
 const PATH = /^\/agents\/([^/?#]+)\/ws\/?(?:\?.*)?$/
 const BEARER_PROTOCOL = 'bearer.'
@@ -50,6 +58,10 @@ interface SocketState {
   agentId: string
   /** The message being answered (and those queued behind it). */
   queue: Promise<void> | null
+  /** How many messages wait in `queue` (bounded: chatConfig.websocket.maxQueuedMessages). */
+  pending: number
+  /** The credential the socket was opened with, checked again every few seconds. */
+  token: string
   /** Aborts the model call in flight when the socket closes. */
   abort: AbortController | null
 }
@@ -75,11 +87,11 @@ function protocolToken(req: IncomingMessage): string | null {
 }
 
 type Admission =
-  | { ok: true; identity: AuthenticatedIdentity; agentId: string }
+  | { ok: true; identity: AuthenticatedIdentity; agentId: string; token: string }
   | { ok: false; code: number; reason: string }
 
 async function admit(req: IncomingMessage, agentParam: string): Promise<Admission> {
-  const token = bearerFromHeader(req.headers.authorization) ?? protocolToken(req)
+  const token = bearerFromHeader(req.headers.authorization) ?? protocolToken(req) ?? ''
   let identity: AuthenticatedIdentity
   try {
     identity = await authenticateBearer(token, { allow: ['api_key', 'jwt'] })
@@ -95,7 +107,7 @@ async function admit(req: IncomingMessage, agentParam: string): Promise<Admissio
   if (agent.userId !== identity.user.id) {
     return { ok: false, code: WS_CLOSE.forbidden, reason: 'This agent belongs to another account' }
   }
-  return { ok: true, identity, agentId: agent.id }
+  return { ok: true, identity, agentId: agent.id, token }
 }
 
 export class ChatSocketServer {
@@ -110,7 +122,10 @@ export class ChatSocketServer {
   })
   readonly #servers = new WeakSet<Server>()
   readonly #states = new WeakMap<WebSocket, SocketState>()
+  /** Open sockets per account on this instance. */
+  readonly #perAccount = new Map<string, number>()
   #pinger?: NodeJS.Timeout
+  #credentialCheck?: NodeJS.Timeout
 
   attach(server: Server): void {
     if (this.#servers.has(server)) return
@@ -119,6 +134,38 @@ export class ChatSocketServer {
       this.#upgrade(server, req, socket, head)
     )
     this.#startPinging()
+    this.#startCredentialChecks()
+  }
+
+  /**
+   * Every few seconds each socket's credential is authenticated again: a
+   * revoked API key, an expired JWT or a disabled account closes the socket
+   * with 4401 within that time.
+   */
+  #startCredentialChecks() {
+    if (this.#credentialCheck) return
+    this.#credentialCheck = setInterval(() => {
+      for (const ws of this.wss.clients) {
+        const state = this.#states.get(ws)
+        if (!state) continue
+        void this.#checkCredential(ws, state)
+      }
+    }, chatConfig.websocket.credentialCheckMs)
+    this.#credentialCheck.unref()
+  }
+
+  async #checkCredential(ws: WebSocket, state: SocketState) {
+    let reason: string | null = null
+    try {
+      const identity = await authenticateBearer(state.token, { allow: ['api_key', 'jwt'] })
+      if (identity.row.disabled_at) reason = 'The account is disabled'
+    } catch (error) {
+      if (error instanceof ApiException) reason = 'The credential was revoked or has expired'
+      else logger.warn({ err: error }, 'chat websocket: credential check failed')
+    }
+    if (!reason || ws.readyState !== ws.OPEN) return
+    sendError(ws, 'AUTH_REQUIRED', reason)
+    ws.close(WS_CLOSE.badCredential, reason)
   }
 
   /** Open sockets (for tests and the benchmark). */
@@ -129,6 +176,8 @@ export class ChatSocketServer {
   close(): void {
     clearTimeout(this.#pinger)
     this.#pinger = undefined
+    clearInterval(this.#credentialCheck)
+    this.#credentialCheck = undefined
     for (const ws of this.wss.clients) ws.terminate()
   }
 
@@ -189,12 +238,29 @@ export class ChatSocketServer {
     if (socket.destroyed) return
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       if (admission.ok) {
+        const userId = admission.identity.user.id
+        const open = this.#perAccount.get(userId) ?? 0
+        if (open >= chatConfig.websocket.maxSocketsPerAccount) {
+          ws.close(
+            WS_CLOSE.tooManySockets,
+            `At most ${chatConfig.websocket.maxSocketsPerAccount} open sockets per account`
+          )
+          return
+        }
+        this.#perAccount.set(userId, open + 1)
+        ws.once('close', () => {
+          const left = (this.#perAccount.get(userId) ?? 1) - 1
+          if (left > 0) this.#perAccount.set(userId, left)
+          else this.#perAccount.delete(userId)
+        })
         this.#accept(ws, {
           alive: true,
-          userId: admission.identity.user.id,
+          userId,
           metered: admission.identity.via === 'api_key',
           agentId: admission.agentId,
           queue: null,
+          pending: 0,
+          token: admission.token,
           abort: null,
         })
       } else {
@@ -211,8 +277,17 @@ export class ChatSocketServer {
     })
     ws.on('message', (data, isBinary) => {
       state.alive = true
+      // Bounded: a client that sends faster than it is answered is cut off, not buffered.
+      if (state.pending >= chatConfig.websocket.maxQueuedMessages) {
+        sendError(ws, 'RATE_LIMIT_EXCEEDED', 'Too many messages waiting for an answer')
+        ws.close(WS_CLOSE.tooManyQueued, 'Too many messages waiting for an answer')
+        return
+      }
+      state.pending++
       const previous = state.queue ?? Promise.resolve()
-      const current = previous.then(() => this.#handle(ws, state, data, isBinary))
+      const current = previous
+        .then(() => this.#handle(ws, state, data, isBinary))
+        .finally(() => state.pending--)
       state.queue = current
       // Drop the chain once idle, so an idle socket holds no promise.
       void current.then(() => {

@@ -5,6 +5,7 @@ import { modelProxyConfig } from '#config/model_proxy'
 import creditLedger from '#credits/services/credit_ledger'
 import { InsufficientCreditsException } from '#core/exceptions/api_exceptions'
 import { authCache } from '#identity/services/auth_cache'
+import { INSTANCE_ID, holderIsGone } from '#core/jobs/instance'
 import type { TokenUsage } from '#chat/services/metering'
 
 /**
@@ -48,12 +49,13 @@ export async function reserveCredits(userId: string, credits: number): Promise<C
           and (select setting from relaxed) is not null
         returning id, ai_credits_balance),
      held as (
-       insert into chat_credit_holds (id, user_id, credits, created_at, expires_at)
-       select :id, id, :credits, now(), now() + (:ttl || ' milliseconds')::interval from taken
+       insert into chat_credit_holds (id, user_id, credits, holder, created_at, expires_at)
+       select :id, id, :credits, :holder, now(), now() + (:ttl || ' milliseconds')::interval
+         from taken
        returning id)
      select taken.ai_credits_balance as balance, txid_current()::text as txid
        from held cross join taken`,
-    { id, userId, credits, ttl: String(modelProxyConfig.holdTtlMs) }
+    { id, userId, credits, holder: INSTANCE_ID, ttl: String(modelProxyConfig.holdTtlMs) }
   )
   if (result.rows.length === 0) throw new InsufficientCreditsException()
   const row = result.rows[0] as { balance: number; txid: string }
@@ -163,17 +165,30 @@ export async function releaseHold(hold: CreditHold): Promise<void> {
   })
 }
 
-/** Job: returns holds whose request never settled (the instance died mid-request). */
+/**
+ * Job: returns holds whose request never settled: expired ones, and at once
+ * those of an instance that provably died mid-request (on this host, its
+ * pid gone; see holderIsGone). Runs shortly after every start too, so a
+ * service killed with -9 gives its held credits back when it comes up.
+ */
 export async function releaseExpiredHolds(now = new Date()): Promise<number> {
+  const holders = await db.rawQuery(
+    'select distinct holder from chat_credit_holds where holder is not null'
+  )
+  const deadHolders = (holders.rows as { holder: string }[])
+    .map((row) => row.holder)
+    .filter(holderIsGone)
   let total = 0
   for (;;) {
     const batch = await db.transaction(async (trx) => {
       const rows = await trx.rawQuery(
         `delete from chat_credit_holds where id in (
-           select id from chat_credit_holds where expires_at < ? order by expires_at limit 500
+           select id from chat_credit_holds
+            where expires_at < ? or holder = any(?::text[])
+            order by expires_at limit 500
            for update skip locked)
          returning user_id, credits`,
-        [now]
+        [now, deadHolders]
       )
       for (const row of rows.rows as { user_id: string; credits: number }[]) {
         if (row.credits <= 0) continue

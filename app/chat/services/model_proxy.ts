@@ -75,9 +75,59 @@ export function hostedProviderName(local: boolean): string {
   return name
 }
 
+/**
+ * The most output tokens a request may produce, and what its hold covers:
+ * the largest limit the client named in either field (a small one in one
+ * field cannot hide a large one in the other), else the default reserve.
+ */
 function maxOutputTokens(body: Record<string, any>): number {
-  const asked = Number(body.max_completion_tokens ?? body.max_tokens)
-  return Number.isSafeInteger(asked) && asked > 0 ? asked : modelProxyConfig.reserveOutputTokens
+  const named = [body.max_completion_tokens, body.max_tokens]
+    .map(Number)
+    .filter((value) => Number.isSafeInteger(value) && value > 0)
+  return named.length > 0 ? Math.max(...named) : modelProxyConfig.reserveOutputTokens
+}
+
+/**
+ * Request fields forwarded upstream: generation settings only. Anything
+ * else (`n`, `best_of`, provider-specific extras) never reaches the
+ * provider, so no request costs more than its hold covers.
+ */
+const FORWARDED_FIELDS = [
+  'messages',
+  'temperature',
+  'top_p',
+  'stop',
+  'presence_penalty',
+  'frequency_penalty',
+  'seed',
+  'response_format',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'user',
+  'logit_bias',
+  'logprobs',
+  'top_logprobs',
+] as const
+
+/** Refuses what the hold could not cover; the upstream body carries the held output limit. */
+function upstreamBody(body: Record<string, any>, model: string): Record<string, any> {
+  if (body.n !== undefined && body.n !== null && Number(body.n) !== 1) {
+    throw new ValidationException('"n" must be 1: one completion per request')
+  }
+  const allowlist = modelProxyConfig.modelAllowlist
+  if (allowlist.length > 0 && !allowlist.includes(model)) {
+    throw new ValidationException(
+      `The model "${model}" is not offered; use one of: ${allowlist.join(', ')}`
+    )
+  }
+  const request: Record<string, any> = { model }
+  for (const field of FORWARDED_FIELDS) if (body[field] !== undefined) request[field] = body[field]
+  const limit = maxOutputTokens(body)
+  // One limit field, the one the client used (providers differ in which they take).
+  if (body.max_completion_tokens !== undefined) request.max_completion_tokens = limit
+  else request.max_tokens = limit
+  return request
 }
 
 function estimatedCost(model: string, body: Record<string, any>): number {
@@ -174,8 +224,7 @@ export async function hostedCompletion(
     if (local) {
       json = localDevCompletion(body.messages)
     } else {
-      const request: Record<string, any> = { ...body, model, stream: false }
-      delete request.stream_options
+      const request: Record<string, any> = { ...upstreamBody(body, model), stream: false }
       const response = await callUpstream(request, options.signal)
       json = await response.json().catch((error) => {
         throw options.signal?.aborted
@@ -312,10 +361,10 @@ export async function openHostedStream(
   const hold = await reserveCredits(options.payerId, estimatedCost(model, body))
   try {
     const request = {
-      ...body,
+      ...(local ? body : upstreamBody(body, model)),
       model,
       stream: true,
-      stream_options: { ...body.stream_options, include_usage: true },
+      stream_options: { include_usage: true },
     }
     let source: AsyncIterable<string>
     if (local) {

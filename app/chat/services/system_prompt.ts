@@ -2,16 +2,15 @@
  * The system prompt of the customer-key and hosted paths: the agent's
  * personality and instructions, then its knowledge files.
  *
- * Knowledge seam: the knowledge-base area (a later issue) registers where
- * its files come from with `registerKnowledgeSource`; until then agents
- * have no knowledge and the prompt is personality + instructions only.
+ * Knowledge seam: the knowledge area registers `registerKnowledgeSource`,
+ * which answers the passages relevant to the message (app/knowledge).
  */
 export interface KnowledgeFile {
   filename: string
   content: string
 }
 
-export type KnowledgeSource = (agentId: string) => Promise<KnowledgeFile[]>
+export type KnowledgeSource = (agentId: string, query: string) => Promise<KnowledgeFile[]>
 
 let knowledgeSource: KnowledgeSource | null = null
 
@@ -28,25 +27,33 @@ function text(value: unknown): string {
   return typeof value === 'string' ? value.trim() : ''
 }
 
-export async function systemPromptFor(agent: {
-  id: string
-  name?: string
-  config: Record<string, unknown>
-}): Promise<string> {
+/** The knowledge passages relevant to `query`, as one system-prompt section ('' when none). */
+export async function knowledgeSection(agentId: string, query: string): Promise<string> {
+  const files = knowledgeSource ? await knowledgeSource(agentId, query) : []
+  if (files.length === 0) return ''
+  let budget = KNOWLEDGE_PROMPT_MAX
+  const sections: string[] = []
+  for (const file of files) {
+    if (budget <= 0) break
+    const body = file.content.slice(0, budget)
+    budget -= body.length
+    sections.push(`## ${file.filename}\n${body}`)
+  }
+  return `# Knowledge\nPassages of the owner's knowledge files relevant to the message; use them when they help.\n\n${sections.join('\n\n')}`
+}
+
+/** Personality, instructions, then the knowledge section (from knowledgeSection) when any. */
+export function systemPromptFor(
+  agent: {
+    id: string
+    name?: string
+    config: Record<string, unknown>
+  },
+  knowledge = ''
+): string {
   const parts = [text(agent.config.personality) || DEFAULT_PERSONALITY]
   const instructions = text(agent.config.instructions)
   if (instructions) parts.push(instructions)
-  const files = knowledgeSource ? await knowledgeSource(agent.id) : []
-  if (files.length > 0) {
-    let budget = KNOWLEDGE_PROMPT_MAX
-    const sections: string[] = []
-    for (const file of files) {
-      if (budget <= 0) break
-      const body = file.content.slice(0, budget)
-      budget -= body.length
-      sections.push(`## ${file.filename}\n${body}`)
-    }
-    parts.push(`# Knowledge\nUse these files when they are relevant.\n\n${sections.join('\n\n')}`)
-  }
+  if (knowledge) parts.push(knowledge)
   return parts.join('\n\n')
 }

@@ -3,6 +3,8 @@ import db from '@adonisjs/lucid/services/db'
 import app from '@adonisjs/core/services/app'
 import { maskSecrets } from '#agents/services/config_secrets'
 import { overviewFigures } from '#console/services/overview_service'
+import { agentMonitoring } from '#console/services/directory'
+import { containerOf } from '#agents/services/agent_views'
 import {
   accountDetail,
   findAgent,
@@ -51,7 +53,7 @@ export default class ConsolePagesController {
   async agent({ view, params, session }: HttpContext) {
     const agent = await findAgent(params.id)
     const runtime: any = await app.container.make('runtime')
-    const [owner, feed, container, logs] = await Promise.all([
+    const [owner, feed, container, logs, monitoring, schedules] = await Promise.all([
       db.from('users').where('id', agent.userId).select('id', 'email').first(),
       db
         .from('agent_feed_events')
@@ -61,7 +63,14 @@ export default class ConsolePagesController {
         .select('type', 'content', 'created_at'),
       runtime.status(agent.id).catch(() => null),
       runtime.logs(agent.id, { tail: 50 }).catch(() => ''),
+      agentMonitoring(agent.id),
+      db
+        .from('agent_schedules')
+        .where('agent_id', agent.id)
+        .orderBy('created_at', 'asc')
+        .select('name', 'cron', 'timezone', 'enabled', 'next_run_at', 'last_run_at'),
     ])
+    const containerField = await containerOf(agent).catch(() => 'unknown')
     const config = maskSecrets(agent.config as Record<string, unknown>)
     return view.render('console/pages/agent', {
       agent,
@@ -69,6 +78,9 @@ export default class ConsolePagesController {
       feed,
       container,
       logs,
+      monitoring,
+      schedules,
+      containerField,
       config: JSON.stringify(config, null, 2),
       notice: session.flashMessages.get('notice'),
     })

@@ -1,3 +1,4 @@
+import app from '@adonisjs/core/services/app'
 import db from '@adonisjs/lucid/services/db'
 import { NotFoundException } from '#core/exceptions/api_exceptions'
 import { ApiKeyTokensProvider, isUuid } from '#identity/services/api_key_tokens_provider'
@@ -195,4 +196,20 @@ export async function paymentsPage(accountSearch: string | undefined, page: numb
     .offset((page - 1) * PAGE_SIZE)
     .limit(PAGE_SIZE + 1)
   return paged(rows, page)
+}
+
+/** An agent's live figures; a stopped or sleeping agent shows zeros, not an error. */
+export async function agentMonitoring(agentId: string): Promise<Record<string, unknown>> {
+  const runtime: any = await app.container.make('runtime')
+  try {
+    return await runtime.monitoring(agentId)
+  } catch {
+    return {
+      cpuPercent: 0,
+      memoryMb: 0,
+      memoryLimitMb: null,
+      restartCount: 0,
+      status: 'not running',
+    }
+  }
 }

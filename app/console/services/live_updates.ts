@@ -6,21 +6,25 @@ import type { HttpContext } from '@adonisjs/core/http'
 import { TICKET_CHANGED } from '#support/services/ticket_service'
 import { overviewFigures } from '#console/services/overview_service'
 import { isStaff } from '#console/services/staff_roles'
+import { agentMonitoring } from '#console/services/directory'
 
 /**
  * Live console updates over Transmit (SSE):
  * - `console/tickets`: a ticket was opened or changed (the queue refreshes);
- * - `console/overview`: the overview's figures every few seconds, computed
- *   only while someone watches;
- * - `console/agents/<id>/logs`: new log lines of an agent, followed only
- *   while someone watches it (on the instance that browser is connected to).
+ * - `console/overview`: the overview's figures every few seconds;
+ * - `console/agents/<id>/monitoring`: an agent's CPU, memory and restarts
+ *   every few seconds;
+ * - `console/agents/<id>/logs`: new log lines of an agent.
+ * Figures are computed and logs followed only while someone watches (on the
+ * instance that browser is connected to).
  */
-const OVERVIEW_EVERY_MS = 5_000
+const FIGURES_EVERY_MS = 5_000
 const OVERVIEW_CHANNEL = 'console/overview'
 const LOG_CHANNEL = /^console\/agents\/([0-9a-f-]{36})\/logs$/
+const MONITORING_CHANNEL = /^console\/agents\/([0-9a-f-]{36})\/monitoring$/
 
 const logFollowers = new Map<string, AbortController>()
-let overviewTimer: NodeJS.Timeout | undefined
+const figureFeeds = new Map<string, NodeJS.Timeout>()
 
 function staffOnly(ctx: HttpContext) {
   return Boolean(ctx.staff && isStaff(ctx.staff.role))
@@ -54,32 +58,37 @@ function releaseIfUnwatched(channel: string) {
   logFollowers.delete(channel)
 }
 
-function scheduleOverview() {
-  if (overviewTimer) return
-  overviewTimer = setInterval(async () => {
-    if (transmit.getSubscribersFor(OVERVIEW_CHANNEL).length === 0) {
-      clearInterval(overviewTimer)
-      overviewTimer = undefined
+/** Broadcasts `compute()` on `channel` every few seconds until nobody watches it. */
+function feedFigures(channel: string, compute: () => Promise<object>) {
+  if (figureFeeds.has(channel)) return
+  const timer = setInterval(async () => {
+    if (transmit.getSubscribersFor(channel).length === 0) {
+      clearInterval(timer)
+      figureFeeds.delete(channel)
       return
     }
     try {
-      transmit.broadcast(OVERVIEW_CHANNEL, JSON.parse(JSON.stringify(await overviewFigures())))
+      transmit.broadcast(channel, JSON.parse(JSON.stringify(await compute())))
     } catch (error) {
-      logger.warn({ err: error }, 'console: overview figures failed')
+      logger.warn({ err: error, channel }, 'console: live figures failed')
     }
-  }, OVERVIEW_EVERY_MS)
-  overviewTimer.unref()
+  }, FIGURES_EVERY_MS)
+  timer.unref()
+  figureFeeds.set(channel, timer)
 }
 
 export function registerLiveUpdates() {
   transmit.authorize('console/tickets', staffOnly)
   transmit.authorize(OVERVIEW_CHANNEL, staffOnly)
   transmit.authorize('console/agents/:id/logs', staffOnly)
+  transmit.authorize('console/agents/:id/monitoring', staffOnly)
 
   transmit.on('subscribe', ({ channel }) => {
     const match = LOG_CHANNEL.exec(channel)
     if (match) followLogs(match[1], channel)
-    if (channel === OVERVIEW_CHANNEL) scheduleOverview()
+    const monitored = MONITORING_CHANNEL.exec(channel)
+    if (monitored) feedFigures(channel, () => agentMonitoring(monitored[1]))
+    if (channel === OVERVIEW_CHANNEL) feedFigures(channel, overviewFigures)
   })
   transmit.on('unsubscribe', ({ channel }) => releaseIfUnwatched(channel))
   transmit.on('disconnect', () => {

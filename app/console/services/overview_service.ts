@@ -41,7 +41,8 @@ export async function overviewFigures() {
     accounts: Number(accounts?.n ?? 0),
     agents: Object.values(statuses).reduce((a, b) => a + b, 0),
     agentStatuses: statuses,
-    containers,
+    containers: containers.states,
+    capacity: containers.capacity,
     creditsSpentToday: Math.abs(Number(creditsToday?.spent ?? 0)),
     revenueThisMonthUsd: Number(revenue?.usd ?? 0),
     openTickets: tickets.open,
@@ -56,11 +57,50 @@ export async function overviewFigures() {
   }
 }
 
-/** Container states on this host, counted (the runtime's own view). */
-async function containerStates(): Promise<Record<string, number>> {
+/**
+ * Agents by container state: running, starting and queued from this
+ * host's capacity manager; sleeping, stopped and error from the stored
+ * states (sleeping: active and put to sleep).
+ */
+async function containerStates(): Promise<{
+  states: Record<string, number>
+  capacity: { reservedMb: number; memoryBudgetMb: number; bootConcurrency: number } | null
+}> {
+  const [sleeping, states] = await Promise.all([
+    db
+      .from('agents')
+      .where('status', 'active')
+      .whereNotNull('sleeping_since')
+      .count('* as n')
+      .first(),
+    db
+      .from('agents')
+      .whereIn('status', ['stopped', 'paused', 'error'])
+      .select('status')
+      .count('* as n')
+      .groupBy('status'),
+  ])
+  const counts: Record<string, number> = {
+    sleeping: Number(sleeping?.n ?? 0),
+    stopped: 0,
+    error: 0,
+  }
+  for (const row of states) counts[row.status === 'error' ? 'error' : 'stopped'] += Number(row.n)
   try {
     const runtime: any = await app.container.make('runtime')
-    if (typeof runtime.stateCounts === 'function') return await runtime.stateCounts()
-  } catch {}
-  return {}
+    const snapshot = runtime.capacity()
+    counts.running = snapshot.running
+    counts.starting = snapshot.booting
+    counts.queued = snapshot.queued
+    return {
+      states: counts,
+      capacity: {
+        reservedMb: snapshot.reservedMb,
+        memoryBudgetMb: Number.isFinite(snapshot.memoryBudgetMb) ? snapshot.memoryBudgetMb : 0,
+        bootConcurrency: Number.isFinite(snapshot.bootConcurrency) ? snapshot.bootConcurrency : 0,
+      },
+    }
+  } catch {
+    return { states: counts, capacity: null }
+  }
 }

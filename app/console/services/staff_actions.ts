@@ -101,7 +101,13 @@ export async function setDisabledAsStaff(actor: User, userId: string, disabled: 
   })
 }
 
-export type AgentAction = 'start' | 'stop' | 'restart'
+export type AgentAction = 'start' | 'stop' | 'restart' | 'sleep'
+
+/** Sleep: the container stops to free memory, the agent stays `active` and wakes on a message. */
+async function sleepAgent(agent: { id: string }) {
+  await agentLifecycle.sleep(agent.id)
+  return { status: 'asleep' }
+}
 
 export async function agentActionAsStaff(actor: User, agentId: string, action: AgentAction) {
   require(actor, 'operator')
@@ -112,7 +118,9 @@ export async function agentActionAsStaff(actor: User, agentId: string, action: A
       ? await agentLifecycle.start(agent)
       : action === 'stop'
         ? await agentLifecycle.stop(agent)
-        : await agentLifecycle.restart(agent)
+        : action === 'sleep'
+          ? await sleepAgent(agent)
+          : await agentLifecycle.restart(agent)
   await audit(actor, {
     action: `agent.${action}`,
     targetType: 'agent',

@@ -2,6 +2,7 @@ import app from '@adonisjs/core/services/app'
 import { type HttpContext, ExceptionHandler } from '@adonisjs/core/http'
 import { mapError } from '#core/http/error_envelope'
 import { ApiException } from '#core/exceptions/api_exceptions'
+import { dependencyFailure, logDependencyFailure } from '#core/http/dependency_failures'
 
 /**
  * The one place where errors become HTTP answers: every failure leaves as
@@ -10,7 +11,8 @@ import { ApiException } from '#core/exceptions/api_exceptions'
 export default class HttpExceptionHandler extends ExceptionHandler {
   protected debug = !app.inProduction
 
-  async handle(error: unknown, ctx: HttpContext) {
+  async handle(raw: unknown, ctx: HttpContext) {
+    const error = dependencyFailure(raw)?.answer ?? raw
     const mapped = mapError(error)
     ctx.response.header('X-Request-Id', ctx.request.id() ?? '')
     if (error instanceof ApiException) {
@@ -32,6 +34,11 @@ export default class HttpExceptionHandler extends ExceptionHandler {
   }
 
   async report(error: unknown, ctx: HttpContext) {
+    const failure = dependencyFailure(error)
+    if (failure) {
+      logDependencyFailure(failure, error, (fields, message) => ctx.logger.error(fields, message))
+      return
+    }
     const mapped = mapError(error)
     if (mapped.unexpected) {
       ctx.logger.error(

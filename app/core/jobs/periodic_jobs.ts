@@ -1,7 +1,10 @@
 import { createHash } from 'node:crypto'
-import { hostname } from 'node:os'
 import db from '@adonisjs/lucid/services/db'
 import logger from '@adonisjs/core/services/logger'
+import { INSTANCE_ID } from '#core/jobs/instance'
+
+/** Re-exported: callers that lease through this module name their holder with it. */
+export { INSTANCE_ID }
 
 /**
  * Periodic background jobs (lapse of subscriptions, monthly grants, history
@@ -33,9 +36,6 @@ let started = false
 
 /** How long a claim lasts without renewal; renewed every third of it while the job runs. */
 export const LEASE_MS = 60_000
-
-/** This process as a lease holder: host, pid and start time (a restarted pid is another holder). */
-export const INSTANCE_ID = `${hostname()}:${process.pid}:${Date.now().toString(36)}`
 
 /** Stable 63-bit key for a job name (kept for callers that lock by key). */
 export function lockKeyFor(name: string): string {

@@ -1,3 +1,4 @@
+import { allowedOrigins } from '#config/cors'
 import type { HttpContext } from '@adonisjs/core/http'
 import {
   loginValidator,
@@ -12,7 +13,11 @@ import {
   readRefreshCookie,
   setRefreshCookie,
 } from '#identity/services/refresh_cookie'
-import { ApiException, AuthRequiredException } from '#core/exceptions/api_exceptions'
+import {
+  ApiException,
+  AuthRequiredException,
+  ForbiddenException,
+} from '#core/exceptions/api_exceptions'
 import { escapeHtml } from '#identity/services/mailer'
 
 const NEUTRAL_REGISTRATION =
@@ -101,6 +106,11 @@ export default class AuthController {
    */
   async refresh({ request, response }: HttpContext) {
     const { refreshToken } = await request.validateUsing(refreshValidator)
+    // The cookie rides along with any cross-site request: only allowed origins may use it.
+    const origin = request.header('origin')
+    if (!refreshToken && origin && !allowedOrigins.has(origin)) {
+      throw new ForbiddenException('This origin may not use the refresh cookie')
+    }
     const presented = refreshToken ?? readRefreshCookie(request)
     if (!presented) throw new AuthRequiredException('A refresh token is required')
     try {

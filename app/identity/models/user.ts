@@ -77,6 +77,10 @@ export default class User extends UuidModel {
   @column.dateTime()
   declare disabledAt: DateTime | null
 
+  /** Version of the account's JWTs; bumped to end them all at once (sign-out). */
+  @column({ serializeAs: null })
+  declare tokenVersion: number
+
   /** Staff two-factor sign-in (console): encrypted TOTP secret, set once confirmed. */
   @column({ serializeAs: null })
   declare totpSecretEncrypted: string | null

@@ -99,19 +99,41 @@ export async function createAccount(
   }
 }
 
-/** Replaces the user's pending verification links with a new one. */
-export async function issueVerificationLink(user: User): Promise<string> {
+/**
+ * A new verification link. A registration's link carries that
+ * registration's password hash (`passwordHash`), and each registration of
+ * a still unverified address keeps its own link: whoever verifies gets the
+ * password they registered with. A resend repeats the latest
+ * registration's password; it replaces the earlier resent links.
+ */
+export async function issueVerificationLink(
+  user: User,
+  options: { passwordHash?: string } = {}
+): Promise<string> {
   const token = randomToken()
   await db.transaction(async (trx) => {
-    await trx
-      .from('email_verification_tokens')
-      .where('user_id', user.id)
-      .whereNull('used_at')
-      .delete()
+    let passwordHash = options.passwordHash ?? null
+    if (!passwordHash) {
+      const latest = await trx
+        .from('email_verification_tokens')
+        .where('user_id', user.id)
+        .whereNotNull('password_hash')
+        .orderBy('created_at', 'desc')
+        .first()
+      passwordHash = latest?.password_hash ?? null
+      await trx
+        .from('email_verification_tokens')
+        .where('user_id', user.id)
+        .whereNull('used_at')
+        .where('from_registration', false)
+        .delete()
+    }
     await trx.table('email_verification_tokens').insert({
       id: randomUUID(),
       user_id: user.id,
       token_hash: sha256(token),
+      password_hash: passwordHash,
+      from_registration: Boolean(options.passwordHash),
       expires_at: DateTime.now().plus({ hours: VERIFICATION_TTL_HOURS }).toJSDate(),
       used_at: null,
       created_at: new Date(),
@@ -121,8 +143,8 @@ export async function issueVerificationLink(user: User): Promise<string> {
 }
 
 /** Mails a fresh verification link (registration, resend, staff resend from the console). */
-export async function mailVerificationLink(user: User) {
-  const link = await issueVerificationLink(user)
+export async function mailVerificationLink(user: User, options: { passwordHash?: string } = {}) {
+  const link = await issueVerificationLink(user, options)
   await sendMailInBackground(verificationMail(user.email, user.username, link))
 }
 
@@ -142,8 +164,8 @@ export async function register(input: RegistrationInput): Promise<void> {
 
   const existing = await User.query().where('email', email).first()
   if (existing) {
-    await hash.make(input.password)
-    void answerTakenAddress(existing)
+    const passwordHash = await hash.make(input.password)
+    void answerTakenAddress(existing, passwordHash)
     return
   }
 
@@ -165,16 +187,22 @@ export async function register(input: RegistrationInput): Promise<void> {
     if (constraint?.includes('email')) return // registered concurrently: stay neutral
     throw error
   }
-  void mailVerificationLink(user).catch(() => {})
+  void mailVerificationLink(user, { passwordHash: user.password }).catch(() => {})
 }
 
-async function answerTakenAddress(user: User) {
+/**
+ * A registration of an address that has an account: a verified one gets a
+ * notice; an unverified one gets a link of its own carrying this
+ * registration's password (the pending account's password is not trusted
+ * until someone proves they own the address).
+ */
+async function answerTakenAddress(user: User, passwordHash: string) {
   try {
     if (!(await mayMail(user.email))) return
     if (user.isVerified) {
       await sendMailInBackground(registrationAttemptMail(user.email, `${appUrl}/auth/login`))
     } else {
-      await mailVerificationLink(user)
+      await mailVerificationLink(user, { passwordHash })
     }
   } catch {
     // Background work: the client already has its (neutral) answer.
@@ -242,6 +270,8 @@ export async function verifyEmail(token: string): Promise<VerificationOutcome> {
     if (user.isVerified) return 'already_verified'
 
     user.emailVerifiedAt = DateTime.now()
+    // The password of the registration this link was sent for: the owner of the mailbox's.
+    if (row.password_hash) user.password = row.password_hash
     if (isAdminEmail(user.email)) user.role = 'admin'
     await user.useTransaction(trx).save()
 

@@ -20,7 +20,7 @@ import User from '#identity/models/user'
 import { exportReadyMail } from '#identity/mails/account_mails'
 import { exportSections, maskSecretFields } from '#identity/services/export_sections'
 import { isUuid } from '#identity/services/api_key_tokens_provider'
-import { sendMail } from '#identity/services/mailer'
+import { sendMailInBackground } from '#identity/services/mailer'
 import { notify } from '#identity/services/notification_service'
 
 /** Spec: the download link is valid 7 days. */
@@ -162,7 +162,9 @@ export async function runExport(exportId: string): Promise<void> {
       title: 'Your data export is ready',
       body: 'A download link valid for 7 days was sent to your e-mail address.',
     })
-    await sendMail(exportReadyMail(user.email, downloadLink(entry.id), expiresAt.toJSDate()))
+    await sendMailInBackground(
+      exportReadyMail(user.email, downloadLink(entry.id), expiresAt.toJSDate())
+    )
   } catch (error) {
     logger.error({ err: error, exportId }, 'data export failed')
     entry.merge({ status: 'failed', error: 'export failed' })

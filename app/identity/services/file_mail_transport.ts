@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { mkdir, writeFile } from 'node:fs/promises'
+import { mkdir, rename, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import nodemailer from 'nodemailer'
 import { MailResponse } from '@adonisjs/mail'
@@ -18,6 +18,12 @@ export interface StoredMail {
 function maskAddress(address: string): string {
   const [local, domain] = address.split('@')
   return `${local.slice(0, 1)}***@${domain ?? ''}`
+}
+
+/** Written beside and renamed: a reader never sees half a mail; 0600: it holds live links. */
+async function writeWhole(path: string, data: string | Buffer) {
+  await writeFile(`${path}.partial`, data, { mode: 0o600 })
+  await rename(`${path}.partial`, path)
 }
 
 /** A recipient address made safe for a file name. */
@@ -56,9 +62,9 @@ export class FileMailTransport implements MailTransportContract {
       html: typeof message.html === 'string' ? message.html : null,
     }
 
-    await mkdir(this.directory, { recursive: true })
-    await writeFile(join(this.directory, `${base}.eml`), info.message as Buffer)
-    await writeFile(join(this.directory, `${base}.json`), JSON.stringify(stored, null, 2))
+    await mkdir(this.directory, { recursive: true, mode: 0o700 })
+    await writeWhole(join(this.directory, `${base}.eml`), info.message as Buffer)
+    await writeWhole(join(this.directory, `${base}.json`), JSON.stringify(stored, null, 2))
 
     this.log(
       { file: `${base}.json`, to: recipients.map(maskAddress), subject: stored.subject },

@@ -14,6 +14,8 @@ export interface JwtClaims {
   iat: number
   exp: number
   jti: string
+  /** The account's token version when issued; a JWT of an older version is refused. */
+  ver: number
 }
 
 let signingKey: Buffer | undefined
@@ -36,8 +38,9 @@ function sign(input: string): Buffer {
 /** Signs a dashboard JWT for a user, valid for 7 days. */
 export function signJwt(
   userId: string,
-  now: Date = new Date()
+  options: { now?: Date; version?: number } = {}
 ): { token: string; expiresAt: Date } {
+  const now = options.now ?? new Date()
   const iat = Math.floor(now.getTime() / 1000)
   const claims: JwtClaims = {
     sub: userId,
@@ -45,6 +48,7 @@ export function signJwt(
     iat,
     exp: iat + JWT_TTL_SECONDS,
     jti: randomUUID(),
+    ver: options.version ?? 0,
   }
   const body = `${HEADER}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`
   return {

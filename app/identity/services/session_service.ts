@@ -60,7 +60,7 @@ export async function issueSession(user: User, familyId: string = randomUUID()) 
     created_at: new Date(),
   })
   const tokens: SessionTokens = {
-    token: signJwt(user.id).token,
+    token: signJwt(user.id, { version: user.tokenVersion }).token,
     refreshToken,
     expiresIn: JWT_EXPIRES_IN,
   }
@@ -113,12 +113,33 @@ export async function login(emailInput: string, password: string, ip: string) {
   return result
 }
 
+/**
+ * Revokes a refresh-token family and ends the account's JWTs at once (a new
+ * token version: every JWT issued before is refused). Signing out therefore
+ * signs out every dashboard session of the account; API keys are not
+ * affected.
+ */
 async function revokeFamily(familyId: string) {
   await db
     .from('refresh_tokens')
     .where('family_id', familyId)
     .whereNull('revoked_at')
     .update({ revoked_at: new Date() })
+  const member = await db
+    .from('refresh_tokens')
+    .where('family_id', familyId)
+    .select('user_id')
+    .first()
+  if (member) await endJwts(member.user_id)
+}
+
+/** Bumps the token version: every JWT issued before is refused from now on. */
+export async function endJwts(userId: string): Promise<void> {
+  const user = await User.find(userId)
+  if (!user) return
+  user.tokenVersion = (user.tokenVersion ?? 0) + 1
+  // Saving through the model evicts the auth cache here and, via NOTIFY, elsewhere.
+  await user.save()
 }
 
 function findByToken(refreshToken: string) {

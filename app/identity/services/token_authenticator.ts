@@ -82,7 +82,11 @@ export async function loadUser(id: string): Promise<User | null> {
 
 async function userRowFromJwt(token: string) {
   const claims = verifyJwt(token)
-  return claims ? loadUserRow(claims.sub) : null
+  if (!claims) return null
+  const row = await loadUserRow(claims.sub)
+  // Ended by sign-out or a revoked session family since it was issued.
+  if (row && Number(row.token_version ?? 0) !== (claims.ver ?? 0)) return null
+  return row
 }
 
 /**

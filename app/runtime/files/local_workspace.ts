@@ -1,7 +1,9 @@
 import { constants } from 'node:fs'
-import { mkdir, open, readdir, rm, stat } from 'node:fs/promises'
-import { dirname } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import { lstat, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises'
+import { basename, dirname, join } from 'node:path'
 import {
+  AgentNotRunningException,
   ForbiddenException,
   NotFoundException,
   PayloadTooLargeException,
@@ -43,8 +45,21 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
     private readonly options: WorkspacePathOptions = {}
   ) {}
 
-  #resolve(path: unknown) {
-    return resolveLocalWorkspacePath(this.workspaceDir, path, this.options)
+  async #resolve(path: unknown) {
+    try {
+      return await resolveLocalWorkspacePath(this.workspaceDir, path, this.options)
+    } catch (error) {
+      // No workspace yet: the agent was created and has not started once.
+      if (
+        errorCode(error) === 'ENOENT' &&
+        (error as NodeJS.ErrnoException).path === this.workspaceDir
+      ) {
+        throw new AgentNotRunningException(
+          'The agent is starting: its workspace does not exist yet'
+        )
+      }
+      throw error
+    }
   }
 
   async list(path: string): Promise<FileEntry[]> {
@@ -122,26 +137,37 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
     await mkdir(dirname(target.real), { recursive: true })
     // The parents may have just been created: check the path once more before writing.
     const checked = await this.#resolve(path)
+    const existing = await lstat(checked.real).catch(() => undefined)
+    if (existing?.isDirectory()) throw new ValidationException(`${target.display} is a directory`)
+    // Written beside the target and renamed over it: a full disk or a crash
+    // mid-write never leaves a half-written file, only the old one or none.
+    const staged = join(
+      dirname(checked.real),
+      `.${basename(checked.real)}.${randomBytes(6).toString('hex')}.partial`
+    )
     let handle
     try {
       handle = await openNoFollow(
-        checked.real,
-        constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC,
+        staged,
+        constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
         0o644
       )
     } catch (error) {
-      if (errorCode(error) === 'EISDIR') {
-        throw new ValidationException(`${target.display} is a directory`)
-      }
       if (errorCode(error) === 'ENOTDIR') {
         throw new ValidationException(`a parent of ${target.display} is a file`)
       }
       throw error
     }
     try {
-      await handle.writeFile(bytes)
-    } finally {
-      await handle.close()
+      try {
+        await handle.writeFile(bytes)
+      } finally {
+        await handle.close()
+      }
+      await rename(staged, checked.real)
+    } catch (error) {
+      await rm(staged, { force: true })
+      throw error
     }
     return { path: target.display, size: bytes.length }
   }

@@ -1,3 +1,4 @@
+import { setPriority } from 'node:os'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { closeSync } from 'node:fs'
@@ -35,6 +36,9 @@ export interface SupervisorSettings {
 export interface PreparedLaunch {
   framework: string
   launch: ProcessLaunch
+  /** The agent's own user and group id (app/runtime/process/sandbox.ts); unset: the service's. */
+  uid?: number
+  gid?: number
   env: Record<string, string>
   port: number
   memoryLimitMb: number
@@ -88,6 +92,20 @@ export async function killRecordedProcess(record: ProcessRecord, graceMs: number
  * a crash with exponential backoff, gives up after repeated crashes, and
  * stops it with SIGTERM then SIGKILL.
  */
+/**
+ * Agents run at a lower CPU priority than the service (nice 10, inherited
+ * by what they fork), so a framework's heavy boot never starves the API.
+ */
+export const AGENT_NICENESS = 10
+
+function lowerPriority(pid: number) {
+  try {
+    setPriority(pid, AGENT_NICENESS)
+  } catch {
+    // Gone already: its exit is reported as usual.
+  }
+}
+
 export class AgentProcess {
   state: ContainerInfo['state'] = 'stopped'
   prepared?: PreparedLaunch
@@ -171,6 +189,8 @@ export class AgentProcess {
       child = spawn(prepared.launch.command, prepared.launch.args, {
         cwd: this.paths.workspace,
         env: prepared.env,
+        uid: prepared.uid,
+        gid: prepared.gid,
         detached: true,
         stdio: ['ignore', fd, fd],
       })
@@ -192,6 +212,7 @@ export class AgentProcess {
     child.once('exit', (code, signal) => onEnd(describeExit(code, signal)))
 
     if (!child.pid) return // 'error' follows (command not found)
+    lowerPriority(child.pid)
     const stat = readProcStat(child.pid)
     const containerId = `proc-${randomBytes(6).toString('hex')}`
     this.record = {
@@ -335,10 +356,14 @@ export class AgentProcess {
     const exited = new Promise<void>((resolve) => this.#exitWaiters.push(resolve))
     signalTree(record.pid, [], 'SIGTERM')
     const deadline = Date.now() + this.settings.stopGraceMs
-    while (isAlive(record.pid) && Date.now() < deadline) await sleep(50)
-    const survivors = members
-      .filter(({ pid, startTime }) => isAlive(pid) && readProcStat(pid)?.startTime === startTime)
-      .map(({ pid }) => pid)
+    const living = () =>
+      members
+        .filter(({ pid, startTime }) => isAlive(pid) && readProcStat(pid)?.startTime === startTime)
+        .map(({ pid }) => pid)
+    // The grace period is the whole tree's: a sandbox's launcher may exit on SIGTERM
+    // while the framework under it still shuts down.
+    while ((isAlive(record.pid) || living().length > 0) && Date.now() < deadline) await sleep(50)
+    const survivors = living()
     if (survivors.length) {
       this.logFile.note(`still running after ${this.settings.stopGraceMs}ms: SIGKILL`)
       signalTree(record.pid, survivors, 'SIGKILL')

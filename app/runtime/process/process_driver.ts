@@ -18,6 +18,7 @@ import {
   type RestartPolicy,
   type SupervisorSettings,
 } from '#runtime/process/agent_process'
+import { sandboxLaunch } from '#runtime/process/sandbox'
 import { buildChildEnv } from '#runtime/process/child_env'
 import { LogFile } from '#runtime/process/log_file'
 import { allocatePort } from '#runtime/process/ports'
@@ -96,6 +97,19 @@ async function writeRenderedFiles(paths: AgentPaths, files: RenderedFile[]) {
  * one (see ProcessRecord). The container id is `proc-<random>`, new on
  * every start.
  */
+let weakSandboxWarned = false
+
+/** Said once per process: agents run without the mount-namespace sandbox here. */
+function warnWeakSandbox(confinement: 'uid' | 'none', log: (message: string) => void) {
+  if (weakSandboxWarned) return
+  weakSandboxWarned = true
+  log(
+    confinement === 'uid'
+      ? 'bubblewrap is not available: agents run under their own user ids but see the host file system (install the bubblewrap package)'
+      : 'bubblewrap is not available and the service does not run as root: agents run as the service user with no sandbox'
+  )
+}
+
 export class ProcessDriver implements ContainerDriver {
   readonly name = 'process' as const
   readonly #agents = new Map<string, AgentProcess>()
@@ -217,6 +231,16 @@ export class ProcessDriver implements ContainerDriver {
       },
     })
 
+    const sandboxed = await sandboxLaunch({
+      agentId: spec.agentId,
+      paths,
+      launch,
+      readOnly: [this.options.cacheDir, this.#node],
+      maxProcesses: spec.resources?.pids ?? plugin.resources.pids,
+    })
+    if (sandboxed.confinement !== 'bubblewrap')
+      warnWeakSandbox(sandboxed.confinement, (message) => this.#log(message))
+
     if (!agent) {
       agent = new AgentProcess(
         spec.agentId,
@@ -229,7 +253,9 @@ export class ProcessDriver implements ContainerDriver {
     }
     agent.prepared = {
       framework: plugin.name,
-      launch,
+      launch: { ...launch, command: sandboxed.command, args: sandboxed.args },
+      uid: sandboxed.uid,
+      gid: sandboxed.gid,
       env: buildChildEnv({
         agentId: spec.agentId,
         paths,
@@ -375,5 +401,10 @@ export class ProcessDriver implements ContainerDriver {
   async close(): Promise<void> {
     for (const agent of this.#agents.values()) agent.detach()
     this.#agents.clear()
+  }
+
+  /** Service shutdown: every agent process stops (SIGTERM, SIGKILL after the grace period). */
+  async stopAll(): Promise<void> {
+    await Promise.allSettled([...this.#agents.keys()].map((agentId) => this.stop(agentId)))
   }
 }

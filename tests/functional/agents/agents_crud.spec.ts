@@ -1,7 +1,9 @@
+import { existsSync } from 'node:fs'
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
 import { appUrl } from '#config/app'
 import Agent from '#agents/models/agent'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { agentsForExport } from '#agents/services/agent_service'
 import {
   agentForProxyToken,
@@ -16,6 +18,7 @@ import { baseUrl } from '#tests/helpers/http'
 import {
   agentCountOf,
   createFixtureAgent,
+  foldersOf,
   runtime,
   statusOf,
   storedConfigOf,
@@ -225,6 +228,7 @@ test.group('Agents: create, read, update, delete', (group) => {
     const status = await client.get(`/api/v1/agents/${agent.id}/status`).bearerToken(key)
     status.assertStatus(200)
     assert.deepEqual(Object.keys(status.body().data).sort(), [
+      'container',
       'containerId',
       'messageCount',
       'status',
@@ -366,7 +370,7 @@ test.group('Agents: create, read, update, delete', (group) => {
     assert.equal(renamed.name, 'Renamed')
   })
 
-  test('DELETE stops and removes the container and its data; the agent is gone', async ({
+  test('DELETE answers at once; the container and its data are removed in the background', async ({
     client,
     assert,
   }) => {
@@ -379,9 +383,11 @@ test.group('Agents: create, read, update, delete', (group) => {
     const response = await client.delete(`/agents/${agent.id}`).bearerToken(jwt)
     response.assertStatus(200)
     assert.deepEqual(response.body().data, { deleted: true })
+    assert.isNull(await Agent.find(agent.id), 'the agent is gone before its container')
+    await agentLifecycle.settled()
     const container = await service.status(agent.id)
     assert.equal(container.state, 'absent')
-    assert.isNull(await Agent.find(agent.id))
+    assert.isFalse(existsSync(foldersOf(agent.id).root), 'its folder is removed')
     assert.equal(await statusOf(client.get(`/agents/${agent.id}`).bearerToken(jwt)), 404)
     assert.equal(await statusOf(client.delete(`/agents/${agent.id}`).bearerToken(jwt)), 404)
   })

@@ -138,6 +138,7 @@ test.group('Agents: lifecycle through HTTP (fixture framework, process driver)',
     first.assertStatus(200)
     const figures = first.body().data
     assert.deepEqual(Object.keys(figures).sort(), [
+      'container',
       'cpuPercent',
       'memoryLimitMb',
       'memoryMb',
@@ -145,6 +146,7 @@ test.group('Agents: lifecycle through HTTP (fixture framework, process driver)',
       'status',
     ])
     assert.equal(figures.status, 'running')
+    assert.equal(figures.container, 'running')
     assert.equal(figures.restartCount, 0)
     assert.equal(figures.memoryLimitMb, 256)
     // A Node process: tens of MB resident, well under the limit.

@@ -4,6 +4,8 @@ import { test } from '@japa/runner'
 import { issueLogStreamToken } from '#agents/services/log_stream_tokens'
 import { jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
+import { waitFor } from '#tests/helpers/runtime'
+import { STREAM_LIMITS } from '#core/http/stream_slots'
 import {
   callFixture,
   chatWithContainer,
@@ -15,6 +17,7 @@ import {
 
 const owners = agentOwners({ tier: 'pro' })
 const owner = () => owners.create()
+const limitOwners = agentOwners({ tier: 'pro' })
 
 const SECRET = 'sk-logs-secret-777777'
 
@@ -233,4 +236,52 @@ test.group('Agents: logs (tail, live SSE, logs tokens)', (group) => {
     const valid = issueLogStreamToken(agent.id, user.id).token
     assert.equal(await statusOf(client.get(logs).qs({ token: valid })), 200)
   })
+})
+
+test.group('Logs: limits', (group) => {
+  group.teardown(() => limitOwners.removeAgents())
+
+  test('live log streams per account are capped (429 with Retry-After); tail is at most 1,000 lines', async ({
+    client,
+    assert,
+  }) => {
+    const user = await limitOwners.create()
+    const agent = await createFixtureAgent(client, user)
+    await waitUntilServing(agent.id)
+    const open = (signal: AbortSignal) =>
+      fetch(`${baseUrl()}/agents/${agent.id}/logs?stream=true&tail=0`, {
+        headers: { authorization: `Bearer ${jwtFor(user)}` },
+        signal,
+      })
+    const controllers = Array.from({ length: STREAM_LIMITS.logs }, () => new AbortController())
+    const streams = await Promise.all(controllers.map((controller) => open(controller.signal)))
+    for (const stream of streams) assert.equal(stream.status, 200)
+
+    const extra = await open(new AbortController().signal)
+    assert.equal(extra.status, 429)
+    assert.equal(extra.headers.get('retry-after'), '5')
+    assert.equal(((await extra.json()) as any).code, 'RATE_LIMIT_EXCEEDED')
+
+    controllers[0].abort()
+    const freed = new AbortController()
+    const again = await waitFor(
+      'a freed stream slot',
+      async () => {
+        const answer = await open(freed.signal)
+        if (answer.status === 200) return true
+        await answer.body?.cancel()
+        return false
+      },
+      5_000
+    )
+    assert.isTrue(again)
+    freed.abort()
+    for (const controller of controllers) controller.abort()
+
+    const long = await client
+      .get(`/agents/${agent.id}/logs`)
+      .qs({ tail: 5000 })
+      .bearerToken(jwtFor(user))
+    long.assertStatus(400)
+  }).timeout(30_000)
 })

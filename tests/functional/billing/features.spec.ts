@@ -34,12 +34,16 @@ test.group('GET /features (public catalogue)', () => {
         aiCreditsMonthly,
         dailyRequestLimit: tiers[key as keyof typeof tiers].dailyRequestLimit,
         maxSkills: tiers[key as keyof typeof tiers].maxSkills,
+        maxSchedules: tiers[key as keyof typeof tiers].maxSchedules,
+        minScheduleIntervalMinutes: tiers[key as keyof typeof tiers].minScheduleIntervalMinutes,
         dailyTokenScanLimit: 10,
         dailyResearchLimit: 20,
       })
     }
     assert.equal(data.tiers.free.dailyRequestLimit, 100)
     assert.equal(data.tiers.free.maxSkills, 2)
+    assert.equal(data.tiers.free.maxSchedules, 2)
+    assert.equal(data.tiers.free.minScheduleIntervalMinutes, 5)
     assert.equal(data.tiers.founding_member.dailyRequestLimit, 500_000)
     assert.deepEqual(data.addons, [
       {

@@ -167,7 +167,13 @@ test.group('WebSocket /agents/:id/ws', (group) => {
       const closed = await client.closed
       assert.equal(closed.code, code, `${path} ${JSON.stringify(Object.keys(options))}`)
     }
-    assert.deepEqual(WS_CLOSE, { badCredential: 4401, forbidden: 4403, unknownAgent: 4404 })
+    assert.deepEqual(WS_CLOSE, {
+      badCredential: 4401,
+      forbidden: 4403,
+      unknownAgent: 4404,
+      tooManySockets: 4429,
+      tooManyQueued: 1008,
+    })
   })
 
   test('other upgrade paths are refused with 404', async ({ assert }) => {
@@ -225,5 +231,67 @@ test.group('WebSocket /agents/:id/ws', (group) => {
     assert.isAtLeast(pings, 1)
     assert.equal(polite.ws.readyState, WebSocket.OPEN)
     polite.ws.close()
+  })
+})
+
+test.group('WebSocket limits and revocation', (group) => {
+  group.teardown(async () => owners.removeAgents())
+
+  test('a socket closes with 4401 within seconds of its API key being revoked', async ({
+    assert,
+    client,
+  }) => {
+    const user = await owner()
+    const agent = await createAgentFor(user)
+    const key = await apiKeyFor(user)
+    const socket = await connect(`/agents/${agent.id}/ws`, { token: key })
+    const keys = await client.get('/auth/api-keys').bearerToken(jwtFor(user))
+    for (const entry of keys.body().data.apiKeys) {
+      await client.delete(`/auth/api-keys/${entry.id}`).bearerToken(jwtFor(user))
+    }
+    const closed = await socket.closed
+    assert.equal(closed.code, WS_CLOSE.badCredential)
+    assert.match(closed.reason, /revoked or has expired/)
+  }).timeout(20_000)
+
+  test('open sockets per account are capped: one more is closed with 4429', async ({ assert }) => {
+    const previous = chatConfig.websocket.maxSocketsPerAccount
+    chatConfig.websocket.maxSocketsPerAccount = 2
+    try {
+      const user = await owner()
+      const agent = await createAgentFor(user)
+      const token = jwtFor(user)
+      const first = await connect(`/agents/${agent.id}/ws`, { token })
+      const second = await connect(`/agents/${agent.id}/ws`, { token })
+      const third = await connect(`/agents/${agent.id}/ws`, { token })
+      const refused = await third.closed
+      assert.equal(refused.code, WS_CLOSE.tooManySockets)
+      first.ws.close()
+      await first.closed
+      const again = await connect(`/agents/${agent.id}/ws`, { token })
+      assert.equal(again.ws.readyState, again.ws.OPEN, 'a freed place can be used again')
+      second.ws.close()
+      again.ws.close()
+    } finally {
+      chatConfig.websocket.maxSocketsPerAccount = previous
+    }
+  })
+
+  test('a client sending faster than it is answered is closed with 1008, not buffered', async ({
+    assert,
+  }) => {
+    const previous = chatConfig.websocket.maxQueuedMessages
+    chatConfig.websocket.maxQueuedMessages = 2
+    try {
+      const user = await owner()
+      const agent = await createAgentFor(user)
+      const socket = await connect(`/agents/${agent.id}/ws`, { token: jwtFor(user) })
+      const frame = JSON.stringify({ type: 'chat', payload: { message: 'flood' } })
+      for (let i = 0; i < 20; i++) socket.ws.send(frame)
+      const closed = await socket.closed
+      assert.equal(closed.code, WS_CLOSE.tooManyQueued)
+    } finally {
+      chatConfig.websocket.maxQueuedMessages = previous
+    }
   })
 })

@@ -1,6 +1,13 @@
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
 import User from '#identity/models/user'
+import Agent from '#agents/models/agent'
+import {
+  agentOwners,
+  createFixtureAgent,
+  runtime,
+  waitUntilServing,
+} from '#tests/helpers/agents_http'
 import { createUser, jwtFor } from '#tests/helpers/identity'
 import { ConsoleVisitor, locationOf, statusOf, totpCode } from '#tests/helpers/console'
 import { baseUrl } from '#tests/helpers/http'
@@ -226,4 +233,48 @@ test.group('Console: pages', () => {
     assert.lengthOf([...page.html.matchAll(/aria-current=page/g)], 1)
     assert.notInclude(page.html, '@if(')
   })
+})
+
+test.group('Console: agent lifecycle actions', (group) => {
+  const owners = agentOwners()
+  group.teardown(() => owners.removeAgents())
+
+  test('an operator puts an agent to sleep: it stays active, its container stops, the audit says so; support may not; the page lists its schedules', async ({
+    assert,
+    client,
+  }) => {
+    const agent = await createFixtureAgent(client, await owners.create())
+    await waitUntilServing(agent.id)
+
+    const support = await ConsoleVisitor.signedIn(await createUser({ role: 'support' }))
+    await support.get(`/console/agents/${agent.id}`)
+    const refused = await support.post(`/console/agents/${agent.id}/sleep`)
+    assert.equal(refused.status, 403)
+
+    const operator = await ConsoleVisitor.signedIn(await createUser({ role: 'operator' }))
+    const page = await operator.get(`/console/agents/${agent.id}`)
+    assert.include(page.html, `/console/agents/${agent.id}/sleep`)
+    const slept = await operator.post(`/console/agents/${agent.id}/sleep`)
+    assert.equal(slept.status, 302)
+    const service = await runtime()
+    assert.isFalse(await service.isRunning(agent.id))
+    const stored = await Agent.findOrFail(agent.id)
+    assert.equal(stored.status, 'active')
+    assert.isNotNull(stored.sleepingSince)
+    await db.table('agent_schedules').insert({
+      agent_id: agent.id,
+      name: 'Nightly digest',
+      cron: '0 2 * * *',
+      timezone: 'UTC',
+      message: 'digest',
+    })
+    const after = await operator.get(`/console/agents/${agent.id}`)
+    assert.match(after.html, /<dt>Container<\/dt><dd>sleeping/)
+    assert.include(after.html, 'Nightly digest', 'the schedules section lists its tasks')
+    const audit = await db
+      .from('audit_entries')
+      .where('target_id', agent.id)
+      .where('action', 'agent.sleep')
+    assert.lengthOf(audit, 1)
+  }).timeout(60_000)
 })

@@ -27,6 +27,9 @@ async function signIn(page: Page, user: User): Promise<string> {
   return secret
 }
 
+// A skip from a setup hook counts as a failure in japa; skip each test up front instead.
+const NO_CHROMIUM = 'Chromium is not installed (/usr/bin/chromium)'
+
 test.group('Console in a real browser (Chromium)', (group) => {
   let browser: Browser
   const owners = agentOwners()
@@ -36,9 +39,6 @@ test.group('Console in a real browser (Chromium)', (group) => {
   group.teardown(async () => {
     await browser?.close()
     await owners.removeAgents()
-  })
-  group.each.setup(({ context }) => {
-    if (!haveChromium()) context.test.skip(true, 'Chromium is not installed (/usr/bin/chromium)')
   })
 
   test('an operator signs in with TOTP; a new ticket appears live; a reply reaches the holder', async ({
@@ -83,9 +83,14 @@ test.group('Console in a real browser (Chromium)', (group) => {
     } finally {
       await page.close()
     }
-  }).timeout(60_000)
+  })
+    .timeout(60_000)
+    .skip(!haveChromium(), NO_CHROMIUM)
 
-  test('a live log line appears on the agent page without a reload', async ({ client }) => {
+  test('a live log line and live monitoring figures appear on the agent page without a reload', async ({
+    assert,
+    client,
+  }) => {
     const support = await createUser({ role: 'admin' })
     const owner = await owners.create()
     const agent = await createFixtureAgent(client, owner)
@@ -98,10 +103,23 @@ test.group('Console in a real browser (Chromium)', (group) => {
       const marker = `console-live-${Date.now()}`
       await callFixture(agent.id, `/log?text=${marker}`)
       await page.locator('#live-log', { hasText: marker }).waitFor({ timeout: 10_000 })
+
+      // Blank the rendered figures: only a live message can fill them in again.
+      await page.locator('#agent-monitoring[data-live-ready="true"]').waitFor()
+      await page.locator('#agent-monitoring [data-figure]').evaluateAll((cells) => {
+        for (const cell of cells) cell.textContent = ''
+      })
+      const memory = page.locator('#agent-monitoring [data-figure="memoryMb"]')
+      await page
+        .locator('#agent-monitoring [data-figure="status"]', { hasText: 'running' })
+        .waitFor({ timeout: 15_000 })
+      assert.isAbove(Number(await memory.textContent()), 0)
     } finally {
       await page.close()
     }
-  }).timeout(60_000)
+  })
+    .timeout(60_000)
+    .skip(!haveChromium(), NO_CHROMIUM)
 
   test('a support user sees no grant form and a forged grant post is refused', async ({
     assert,
@@ -136,5 +154,7 @@ test.group('Console in a real browser (Chromium)', (group) => {
     } finally {
       await page.close()
     }
-  }).timeout(60_000)
+  })
+    .timeout(60_000)
+    .skip(!haveChromium(), NO_CHROMIUM)
 })

@@ -359,3 +359,41 @@ test.group('Refresh tokens', () => {
     assert.equal(await statusOf(refreshWith({ body: { refreshToken: second.refreshToken } })), 401)
   })
 })
+
+test.group('Sessions: JWTs end with their session', () => {
+  async function meStatus(jwt: string): Promise<number> {
+    const response = await fetch(`${baseUrl()}/auth/api-keys`, {
+      headers: { authorization: `Bearer ${jwt}` },
+    })
+    await response.body?.cancel()
+    return response.status
+  }
+
+  test('after sign-out the JWT it issued is refused at once, not in 7 days', async ({ assert }) => {
+    const user = await createUser()
+    const session = await sessionData(user.email)
+    assert.equal(await meStatus(session.token), 200)
+    const out = await fetch(`${baseUrl()}/auth/logout`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'authorization': `Bearer ${session.token}` },
+      body: JSON.stringify({ refreshToken: session.refreshToken }),
+    })
+    assert.equal(out.status, 200)
+    assert.equal(await meStatus(session.token), 401)
+    // A new sign-in works.
+    const again = await sessionData(user.email)
+    assert.equal(await meStatus(again.token), 200)
+  })
+
+  test('reusing a rotated refresh token revokes the family and ends its JWTs', async ({
+    assert,
+  }) => {
+    const user = await createUser()
+    const first = await sessionData(user.email)
+    const rotated = await refreshData(first.refreshToken)
+    assert.equal(await meStatus(rotated.token), 200)
+    const reuse = await refreshWith({ body: { refreshToken: first.refreshToken } })
+    assert.equal(reuse.status, 401)
+    assert.equal(await meStatus(rotated.token), 401, 'the thief and the owner both sign in again')
+  })
+})

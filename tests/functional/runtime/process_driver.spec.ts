@@ -370,8 +370,12 @@ test.group('Runtime / process driver observation', (group) => {
     // variables when set, and what the plugin asked for.
     const trust = ['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR']
     for (const name of trust) assert.equal(env[name], process.env[name])
+    // bubblewrap sets PWD to where it started the agent: its workspace.
+    if (env.PWD !== undefined) assert.equal(env.PWD, paths.workspace)
     assert.sameMembers(
-      Object.keys(env).filter((name) => !name.startsWith('FIXTURE_') && !trust.includes(name)),
+      Object.keys(env).filter(
+        (name) => !name.startsWith('FIXTURE_') && !trust.includes(name) && name !== 'PWD'
+      ),
       [
         'HOME',
         'TMPDIR',

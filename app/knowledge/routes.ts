@@ -1,0 +1,19 @@
+import router from '@adonisjs/core/services/router'
+import { middleware } from '#start/kernel'
+import { registerKnowledgeSource } from '#chat/services/system_prompt'
+import { relevantPassages } from '#knowledge/services/knowledge_service'
+
+const KnowledgeController = () => import('#knowledge/controllers/knowledge_controller')
+
+registerKnowledgeSource(relevantPassages)
+
+router
+  .group(() => {
+    router.get('/:id/knowledge', [KnowledgeController, 'index']).as('index')
+    router.post('/:id/knowledge', [KnowledgeController, 'store']).as('store')
+    router.delete('/:id/knowledge/:filename', [KnowledgeController, 'destroy']).as('destroy')
+  })
+  .prefix('/agents')
+  .as('agents.knowledge')
+  .where('id', router.matchers.uuid())
+  .use(middleware.auth({ guards: ['jwt'] }))

@@ -1,0 +1,332 @@
+/**
+ * bench/density: how many agents one host holds, through the whole service.
+ *
+ *   npm run bench:density -- [--agents 200] [--framework openclaw|fixture]
+ *                            [--sample 10] [--idle-secs 30] [--concurrency 8]
+ *
+ * Starts the real server (bin/server.ts) on a PostgreSQL of its own, with
+ * the process driver and its defaults except AGENT_IDLE_SLEEP_SECS. Then:
+ * 1. idle host: p50/p99 of GET /api/v1/me and GET /agents;
+ * 2. creates `--agents` agents across free-tier accounts as fast as the API
+ *    takes them and chats once with each, while sampling the same two
+ *    routes and the host's used memory;
+ * 3. waits until every agent has booted (cold boot: create -> container
+ *    `running`) and a sample of them has gone to sleep;
+ * 4. chats with the sample again and measures wake: first message -> first
+ *    reply served by the agent's own container.
+ * Prints one table. Not part of npm test.
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
+import { mkdtemp, rm, symlink } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { mailFileTag } from '#identity/services/file_mail_transport'
+import { agentProcessIds } from '../../tests/helpers/agent_processes.ts'
+import { startServerProcess, type ServerProcess } from '../../tests/helpers/processes.ts'
+import { startThrowawayPostgres } from '../../tests/helpers/throwaway_postgres.ts'
+
+const { values } = parseArgs({
+  options: {
+    'agents': { type: 'string', default: '200' },
+    'framework': { type: 'string', default: 'openclaw' },
+    'sample': { type: 'string', default: '10' },
+    'idle-secs': { type: 'string', default: '30' },
+    'concurrency': { type: 'string', default: '8' },
+  },
+})
+const AGENTS = Number(values.agents)
+const FRAMEWORK = values.framework!
+const SAMPLE = Math.min(AGENTS, Number(values.sample))
+const IDLE_SECS = Number(values['idle-secs'])
+const CONCURRENCY = Number(values.concurrency)
+const PASSWORD = 'density-bench-password'
+
+interface Account {
+  email: string
+  jwt: string
+  key: string
+}
+interface AgentRun {
+  id: string
+  account: Account
+  createdAt: number
+  runningAt?: number
+}
+
+let server: ServerProcess
+const statuses = new Map<number, number>()
+
+async function call(path: string, init: { method?: string; token?: string; json?: unknown } = {}) {
+  const response = await fetch(`${server.url}${path}`, {
+    method: init.method ?? 'GET',
+    headers: {
+      ...(init.token ? { authorization: `Bearer ${init.token}` } : {}),
+      ...(init.json === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: init.json === undefined ? undefined : JSON.stringify(init.json),
+  })
+  statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1)
+  const text = await response.text()
+  let body: any = text
+  try {
+    body = JSON.parse(text)
+  } catch {}
+  return { status: response.status, body }
+}
+
+async function pool<T>(items: T[], limit: number, work: (item: T) => Promise<void>) {
+  let next = 0
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) await work(items[next++])
+    })
+  )
+}
+
+function percentile(numbers: number[], p: number): number {
+  if (numbers.length === 0) return Number.NaN
+  const sorted = [...numbers].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
+}
+
+function usedMemoryMb(): number {
+  const info = readFileSync('/proc/meminfo', 'utf8')
+  const field = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+)`).exec(info)![1]) / 1024
+  return field('MemTotal') - field('MemAvailable')
+}
+
+/** Resident memory of the agent's processes. */
+function agentRssMb(agentId: string): number {
+  let kb = 0
+  for (const pid of agentProcessIds(agentId)) {
+    try {
+      kb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0)
+    } catch {}
+  }
+  return kb / 1024
+}
+
+async function signUp(storage: string, index: number): Promise<Account> {
+  const email = `density-${index}-${Date.now()}@example.test`
+  await call('/auth/register', {
+    method: 'POST',
+    json: { email, username: `density${index}x${Date.now() % 100000}`, password: PASSWORD },
+  })
+  const tag = mailFileTag(email)
+  let link: string | undefined
+  for (let attempt = 0; attempt < 100 && !link; attempt++) {
+    let names: string[] = []
+    try {
+      names = readdirSync(join(storage, 'mail'))
+    } catch {}
+    const file = names.find((name) => name.endsWith(`-${tag}.json`))
+    if (file) {
+      const mail = JSON.parse(await readFile(join(storage, 'mail', file), 'utf8'))
+      link = /https?:\/\/\S+\/auth\/verify-email\/\S+/.exec(mail.text)?.[0]
+    }
+    if (!link) await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  if (!link) throw new Error(`no verification mail for ${email}`)
+  await call(new URL(link).pathname)
+  const login = await call('/auth/login', { method: 'POST', json: { email, password: PASSWORD } })
+  const jwt = login.body.data.token as string
+  const key = await call('/auth/api-keys', { method: 'POST', token: jwt, json: { label: 'bench' } })
+  return { email, jwt, key: key.body.data.key as string }
+}
+
+/** Latencies of the two probe routes, sampled until `until` resolves. */
+async function sampleApi(
+  account: Account,
+  until: Promise<unknown>,
+  samples: { me: number[]; list: number[] }
+) {
+  let done = false
+  until.finally(() => (done = true))
+  while (!done) {
+    for (const [route, token, into] of [
+      ['/api/v1/me', account.key, samples.me],
+      ['/agents', account.jwt, samples.list],
+    ] as const) {
+      const started = performance.now()
+      await call(route, { token })
+      into.push(performance.now() - started)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+async function containerOf(agent: AgentRun): Promise<string> {
+  const answer = await call(`/agents/${agent.id}/status`, { token: agent.account.jwt })
+  return answer.body?.data?.container ?? 'unknown'
+}
+
+async function main() {
+  const postgres = await startThrowawayPostgres()
+  const storage = await mkdtemp(join(tmpdir(), 'density-storage-'))
+  // The framework is installed once per host: reuse the project's runtime cache.
+  const sharedRuntime = join(import.meta.dirname, '..', '..', 'storage', 'runtime')
+  if (existsSync(sharedRuntime)) await symlink(sharedRuntime, join(storage, 'runtime'))
+  server = await startServerProcess({
+    DATABASE_URL: postgres.url,
+    STORAGE_DIR: storage,
+    AGENT_IDLE_SLEEP_SECS: String(IDLE_SECS),
+    LOG_LEVEL: 'warn',
+    // The fixture framework lives with the tests and loads in the test environment only.
+    ...(FRAMEWORK === 'fixture'
+      ? { NODE_ENV: 'test', EXTRA_PLUGIN_DIRS: 'tests/fixtures/plugins' }
+      : {}),
+  })
+  for (let i = 0; ; i++) {
+    const health = await fetch(`${server.url}/health`).catch(() => undefined)
+    if (health?.status === 200) break
+    if (i > 900) throw new Error(`server did not start:\n${server.output()}`)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  const memoryBefore = usedMemoryMb()
+  let peakMemory = memoryBefore
+  const memoryTimer = setInterval(() => (peakMemory = Math.max(peakMemory, usedMemoryMb())), 500)
+
+  try {
+    const probe = await signUp(storage, 0)
+    const idle = { me: [] as number[], list: [] as number[] }
+    await sampleApi(probe, new Promise((resolve) => setTimeout(resolve, 5_000)), idle)
+
+    console.error(`[density] signing up ${AGENTS} accounts`)
+    const accounts: Account[] = []
+    await pool(
+      Array.from({ length: AGENTS }, (_, i) => i + 1),
+      CONCURRENCY,
+      async (i) => {
+        accounts.push(await signUp(storage, i))
+      }
+    )
+
+    const busy = { me: [] as number[], list: [] as number[] }
+    const agents: AgentRun[] = []
+    let answered = 0
+    const started = Date.now()
+    const creating = pool(accounts, CONCURRENCY, async (account) => {
+      const created = await call('/agents', {
+        method: 'POST',
+        token: account.jwt,
+        json: { name: 'Density agent', framework: FRAMEWORK },
+      })
+      if (created.status !== 201) {
+        console.error(
+          `[density] create answered ${created.status}: ${JSON.stringify(created.body)}`
+        )
+        return
+      }
+      const agent: AgentRun = { id: created.body.data.id, account, createdAt: Date.now() }
+      agents.push(agent)
+      const chat = await call(`/api/v1/agents/${agent.id}/chat`, {
+        method: 'POST',
+        token: account.key,
+        json: { message: 'Hello, are you there?' },
+      })
+      if (chat.status === 200) answered++
+    })
+    // Until every agent has booted once (or 60 min).
+    const booted = creating.then(async () => {
+      const deadline = Date.now() + 60 * 60_000
+      while (Date.now() < deadline && agents.some((agent) => !agent.runningAt)) {
+        await pool(
+          agents.filter((agent) => !agent.runningAt),
+          CONCURRENCY,
+          async (agent) => {
+            const container = await containerOf(agent)
+            // An agent already put to sleep for room had booted.
+            if (container === 'running' || container === 'sleeping') agent.runningAt ??= Date.now()
+          }
+        )
+        await new Promise((resolve) => setTimeout(resolve, 1_000))
+      }
+    })
+    await sampleApi(probe, booted, busy)
+    const bootMinutes = (Date.now() - started) / 60_000
+    const coldBoots = agents
+      .filter((a) => a.runningAt)
+      .map((a) => (a.runningAt! - a.createdAt) / 1000)
+
+    console.error(`[density] waiting for a sample of ${SAMPLE} to sleep`)
+    const sample = agents.slice(0, SAMPLE)
+    const sleepDeadline = Date.now() + (IDLE_SECS + 120) * 1000
+    while (Date.now() < sleepDeadline) {
+      const states = await Promise.all(sample.map(containerOf))
+      if (states.every((state) => state === 'sleeping')) break
+      await new Promise((resolve) => setTimeout(resolve, 2_000))
+    }
+    const sleepingRss = sample.map((agent) => agentRssMb(agent.id))
+
+    const wakes: number[] = []
+    await pool(sample, 2, async (agent) => {
+      const first = Date.now()
+      for (let i = 0; i < 600; i++) {
+        const chat = await call(`/api/v1/agents/${agent.id}/chat`, {
+          method: 'POST',
+          token: agent.account.key,
+          json: { message: 'Wake up, please.' },
+        })
+        if (chat.status === 200 && chat.body.data.model !== 'local-dev') {
+          wakes.push((Date.now() - first) / 1000)
+          return
+        }
+        await new Promise((resolve) => setTimeout(resolve, 250))
+      }
+    })
+
+    const fivexx = [...statuses.entries()]
+      .filter(([code]) => code >= 500)
+      .reduce((n, [, c]) => n + c, 0)
+    const row = (label: string, value: string) => console.log(`| ${label} | ${value} |`)
+    const ms = (value: number) => `${value.toFixed(1)} ms`
+    console.log(`\n## bench:density (${FRAMEWORK}, ${AGENTS} agents, process driver)\n`)
+    console.log('| figure | value |')
+    console.log('|---|---|')
+    row('agents created / answered', `${agents.length} / ${answered} of ${AGENTS}`)
+    row('5xx answers (whole run)', String(fivexx))
+    row(
+      'GET /api/v1/me p50 / p99, idle host',
+      `${ms(percentile(idle.me, 50))} / ${ms(percentile(idle.me, 99))}`
+    )
+    row(
+      'GET /api/v1/me p50 / p99, during the run',
+      `${ms(percentile(busy.me, 50))} / ${ms(percentile(busy.me, 99))}`
+    )
+    row(
+      'GET /agents p50 / p99, idle host',
+      `${ms(percentile(idle.list, 50))} / ${ms(percentile(idle.list, 99))}`
+    )
+    row(
+      'GET /agents p50 / p99, during the run',
+      `${ms(percentile(busy.list, 50))} / ${ms(percentile(busy.list, 99))}`
+    )
+    row(
+      'host memory used: before / peak',
+      `${memoryBefore.toFixed(0)} MB / ${peakMemory.toFixed(0)} MB`
+    )
+    row(
+      'memory per sleeping agent (RSS of its processes)',
+      `${(sleepingRss.reduce((a, b) => a + b, 0) / Math.max(1, sleepingRss.length)).toFixed(1)} MB`
+    )
+    row(
+      'cold boot (create -> running) p50 / p95',
+      `${percentile(coldBoots, 50).toFixed(1)} s / ${percentile(coldBoots, 95).toFixed(1)} s`
+    )
+    row(
+      'wake (message -> first container reply) p50 / p95',
+      `${percentile(wakes, 50).toFixed(1)} s / ${percentile(wakes, 95).toFixed(1)} s (${wakes.length} of ${sample.length})`
+    )
+    row('wake p50 / cold boot p50', (percentile(wakes, 50) / percentile(coldBoots, 50)).toFixed(2))
+    row('boot throughput', `${(coldBoots.length / bootMinutes).toFixed(1)} agents/min`)
+  } finally {
+    clearInterval(memoryTimer)
+    await server.stop()
+    await postgres.destroy()
+    await rm(storage, { recursive: true, force: true })
+  }
+}
+
+await main()

@@ -1,0 +1,26 @@
+import { availableParallelism, totalmem } from 'node:os'
+import env from '#start/env'
+
+/**
+ * How many agents this host boots and holds (app/runtime/capacity,
+ * CONTRACT.md): AGENT_BOOT_CONCURRENCY (default: the number of cores),
+ * AGENT_MEMORY_BUDGET_MB (default: host memory less a reserve for the
+ * service and its database: a quarter of it, at least 2 GB and at most
+ * 8 GB) and AGENT_IDLE_SLEEP_SECS (default 900).
+ */
+const hostMb = Math.floor(totalmem() / 1024 / 1024)
+const reserveMb = Math.min(8192, Math.max(2048, Math.floor(hostMb / 4)))
+
+function positive(value: number | undefined, fallback: number): number {
+  return value !== undefined && Number.isFinite(value) && value > 0 ? value : fallback
+}
+
+export const agentCapacityConfig = {
+  bootConcurrency: Math.floor(positive(env.get('AGENT_BOOT_CONCURRENCY'), availableParallelism())),
+  memoryBudgetMb: Math.floor(
+    positive(env.get('AGENT_MEMORY_BUDGET_MB'), Math.max(512, hostMb - reserveMb))
+  ),
+  idleSleepMs: positive(env.get('AGENT_IDLE_SLEEP_SECS'), 900) * 1000,
+  /** How often idle agents are looked for. */
+  idleCheckEveryMs: 30_000,
+}

@@ -1,0 +1,103 @@
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, openSync, rmSync, writeSync, closeSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from '@japa/runner'
+import { waitFor } from '#tests/helpers/processes'
+import { startServiceUnderFault, type ServiceUnderFault } from '#tests/helpers/service_under_fault'
+
+/** A small tmpfs to be the service's storage/: mounting needs root. */
+function mountSmallDisk(): string | undefined {
+  const dir = mkdtempSync(join(tmpdir(), 'small-disk-'))
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=48m,mode=0755', 'tmpfs', dir], {
+      stdio: 'ignore',
+    })
+    return dir
+  } catch {
+    rmSync(dir, { recursive: true, force: true })
+    return undefined
+  }
+}
+
+/** Writes until the file system says ENOSPC. */
+function fillUp(path: string) {
+  const fd = openSync(path, 'w')
+  const chunk = Buffer.alloc(1024 * 1024, 1)
+  try {
+    for (;;) writeSync(fd, chunk)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error
+  } finally {
+    closeSync(fd)
+  }
+}
+
+const disk = process.getuid?.() === 0 ? mountSmallDisk() : undefined
+
+test.group('Fault: the disk under storage/ is full', (group) => {
+  let service: ServiceUnderFault
+
+  group.setup(async () => {
+    if (!disk) return () => {}
+    service = await startServiceUnderFault({ STORAGE_DIR: disk })
+    return async () => {
+      await service.destroy().catch(() => {})
+      // Lazy: an agent process of the killed service may still hold it open.
+      execFileSync('umount', ['-l', disk])
+      rmSync(disk, { recursive: true, force: true })
+    }
+  })
+
+  test('writes fail with a clear 503, reads keep being served, and writes work again once there is room', async ({
+    assert,
+  }) => {
+    const token = await service.signUp()
+    const agentId = await service.createFixtureAgent(token, 'Disk agent')
+    const write = (path: string, content: string) =>
+      service.call(`/agents/${agentId}/container-files`, {
+        method: 'PUT',
+        token,
+        json: { path, content },
+      })
+    const writeStatus = async (path: string, content: string) => {
+      const answer = await write(path, content)
+      return answer.status
+    }
+    await waitFor(
+      async () => ((await writeStatus('before.txt', 'kept')) === 200 ? true : undefined),
+      { timeoutMs: 60_000, what: 'the agent to take files' }
+    )
+
+    const filler = join(disk!, 'filler')
+    fillUp(filler)
+    const refused = await write('during.txt', 'x'.repeat(64 * 1024))
+    assert.equal(refused.status, 503, JSON.stringify(refused.body))
+    assert.equal(refused.body.code, 'SERVER_ERROR')
+    assert.match(refused.body.error, /storage is full/)
+
+    const health = await service.call('/health')
+    assert.equal(health.status, 200)
+    const listed = await service.call('/agents', { token })
+    assert.equal(listed.status, 200)
+    const kept = await service.call(`/agents/${agentId}/container-files/read?path=before.txt`, {
+      token,
+    })
+    assert.equal(kept.body?.data?.content, 'kept', 'what was written before is intact')
+    const missing = await service.call(`/agents/${agentId}/container-files/read?path=during.txt`, {
+      token,
+    })
+    assert.notEqual(missing.status, 200, 'no half-written file is left behind')
+
+    rmSync(filler)
+    assert.equal(await writeStatus('after.txt', 'room again'), 200)
+    const unhandled = service.server
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('"unhandled error"'))
+    assert.lengthOf(unhandled, 0, unhandled.join('\n').slice(0, 1500))
+    await service.call(`/agents/${agentId}/stop`, { method: 'POST', token })
+  })
+    .timeout(180_000)
+    .skip(!disk, 'mounting a tmpfs needs root')
+})

@@ -1,0 +1,81 @@
+import { test } from '@japa/runner'
+import { startModelUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
+import { waitFor } from '#tests/helpers/processes'
+import { startServiceUnderFault, type ServiceUnderFault } from '#tests/helpers/service_under_fault'
+
+/**
+ * kill -9 of the service while a hosted chat holds credits and waits for
+ * the model: after a restart the held credits come back (nothing charged,
+ * nothing lost) within seconds, not after the hold's one-hour expiry.
+ */
+test.group('Fault: the service is killed (-9) in the middle of a chat', (group) => {
+  let upstream: ModelUpstream
+  let service: ServiceUnderFault
+
+  group.setup(async () => {
+    upstream = await startModelUpstream()
+    service = await startServiceUnderFault({
+      MODEL_API_URL: upstream.baseUrl,
+      MODEL_API_KEY: 'sk-fault-test',
+      MODEL_NAME: 'fault-model',
+    })
+    return async () => {
+      await service.destroy()
+      await upstream.close()
+    }
+  })
+
+  test('held credits come back after a restart and nothing is charged', async ({ assert }) => {
+    const token = await service.signUp()
+    const balanceOf = async () => {
+      const answer = await service.call('/ai-credits/balance', { token })
+      return answer.body.data.balance as number
+    }
+    const before = await balanceOf()
+    assert.isAbove(before, 0, 'a verified account starts with its monthly grant')
+
+    const agentId = await service.createFixtureAgent(token, 'Fault agent')
+    // A stopped agent answers on the hosted path: the service itself holds credits.
+    await service.call(`/agents/${agentId}/stop`, { method: 'POST', token })
+
+    const apiKey = await service.call('/auth/api-keys', {
+      method: 'POST',
+      token,
+      json: { label: 'fault' },
+    })
+    upstream.set({ replyDelayMs: 120_000 })
+    const chat = service
+      .call(`/api/v1/agents/${agentId}/chat`, {
+        method: 'POST',
+        token: apiKey.body.data.key,
+        json: { message: 'Hello?' },
+      })
+      .catch((error: Error) => error)
+    await waitFor(async () => (upstream.inFlight > 0 ? true : undefined), {
+      timeoutMs: 10_000,
+      what: 'the chat to reach the model',
+    }).catch(async (error) => {
+      throw new Error(`${error.message}; the chat answered ${JSON.stringify(await chat)}`)
+    })
+    assert.isBelow(await balanceOf(), before, 'credits are held while the model works')
+
+    await service.kill9()
+    assert.instanceOf(await chat, Error, 'the client sees the connection end, not a hang')
+    const killedAt = Date.now()
+    await service.restart()
+    const balance = await waitFor(
+      async () => {
+        const now = await balanceOf()
+        return now === before ? now : undefined
+      },
+      { timeoutMs: 30_000, what: 'the held credits to come back' }
+    )
+    console.log(
+      `    kill -9 mid-chat: credits back ${Date.now() - killedAt} ms after the kill (restart included)`
+    )
+    assert.equal(balance, before)
+
+    const history = await service.call('/ai-credits/history', { token })
+    assert.lengthOf(history.body.data.usage, 0, 'nothing was charged')
+  }).timeout(180_000)
+})

@@ -1,0 +1,120 @@
+import { test } from '@japa/runner'
+import { modelProxyConfig } from '#config/model_proxy'
+import { proxyTokenOf } from '#agents/services/agent_tokens'
+import Agent from '#agents/models/agent'
+import { createAgentFor } from '#tests/helpers/agents_fixture'
+import { createUser, creditsOf } from '#tests/helpers/identity'
+import { baseUrl } from '#tests/helpers/http'
+import { startModelUpstream, useUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
+
+/** 1 credit per input token, 2 per output token. */
+const METERED = { 'metered-model': { input: 1_000_000, output: 2_000_000 } }
+
+function completions(token: string, body: Record<string, unknown>) {
+  return fetch(`${baseUrl()}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'authorization': `Bearer ${token}` },
+    body: JSON.stringify({ model: 'metered-model', ...body }),
+  })
+}
+
+/**
+ * Metering bypasses through the model proxy (issue 17): whatever reaches
+ * the provider is covered by the credits held for it.
+ */
+test.group('Model proxy: no request costs more than its hold', (group) => {
+  let upstream: ModelUpstream
+  let restore: () => void
+  group.setup(async () => {
+    upstream = await startModelUpstream()
+    restore = useUpstream(upstream, { rates: METERED })
+    return async () => {
+      restore()
+      await upstream.close()
+    }
+  })
+  group.each.setup(() => upstream.reset())
+
+  test('a small max_completion_tokens cannot hide a large max_tokens; the provider gets the held limit', async ({
+    assert,
+  }) => {
+    const owner = await createUser({ credits: 100_000 })
+    const token = proxyTokenOf(await createAgentFor(owner))
+    const answer = await completions(token, {
+      messages: [{ role: 'user', content: 'hi' }],
+      max_completion_tokens: 1,
+      max_tokens: 200_000,
+    })
+    // 200,000 output tokens at 2 credits each cannot be held from 100,000 credits.
+    assert.equal(answer.status, 402)
+    assert.lengthOf(upstream.requests, 0, 'nothing reached the provider')
+
+    const small = await completions(token, {
+      messages: [{ role: 'user', content: 'hi' }],
+      max_completion_tokens: 50,
+      max_tokens: 10,
+    })
+    assert.equal(small.status, 200)
+    const sent = upstream.requests[0].body
+    assert.equal(sent.max_completion_tokens, 50, 'the larger limit, which the hold covered')
+    assert.notProperty(sent, 'max_tokens')
+  })
+
+  test('n above 1 is refused before the provider is called; unknown fields are not forwarded', async ({
+    assert,
+  }) => {
+    const owner = await createUser({ credits: 10_000 })
+    const token = proxyTokenOf(await createAgentFor(owner))
+    const many = await completions(token, { messages: [{ role: 'user', content: 'hi' }], n: 8 })
+    assert.equal(many.status, 400)
+    assert.equal(((await many.json()) as any).code, 'VALIDATION_ERROR')
+    assert.lengthOf(upstream.requests, 0)
+    assert.equal(await creditsOf(owner), 10_000, 'the hold came back')
+
+    const extras = await completions(token, {
+      messages: [{ role: 'user', content: 'hi' }],
+      best_of: 20,
+      temperature: 0.2,
+    })
+    assert.equal(extras.status, 200)
+    const sent = upstream.requests[0].body
+    assert.notProperty(sent, 'best_of')
+    assert.equal(sent.temperature, 0.2)
+    assert.equal(
+      sent.max_tokens,
+      modelProxyConfig.reserveOutputTokens,
+      'the default reserve is sent as the limit'
+    )
+  })
+
+  test('with MODEL_ALLOWLIST set, other model names are refused', async ({ assert }) => {
+    const owner = await createUser({ credits: 10_000 })
+    const token = proxyTokenOf(await createAgentFor(owner))
+    const previous = modelProxyConfig.modelAllowlist
+    modelProxyConfig.modelAllowlist = ['metered-model']
+    try {
+      const other = await completions(token, {
+        model: 'gpt-4o',
+        messages: [{ role: 'user', content: 'hi' }],
+      })
+      assert.equal(other.status, 400)
+      assert.lengthOf(upstream.requests, 0)
+      const allowed = await completions(token, { messages: [{ role: 'user', content: 'hi' }] })
+      assert.equal(allowed.status, 200)
+    } finally {
+      modelProxyConfig.modelAllowlist = previous
+    }
+  })
+
+  test('the proxy token of a stopped agent is refused', async ({ assert }) => {
+    const owner = await createUser({ credits: 10_000 })
+    const agent = await createAgentFor(owner)
+    await Agent.query().where('id', agent.id).update({ status: 'stopped' })
+    const answer = await completions(proxyTokenOf(agent), {
+      messages: [{ role: 'user', content: 'hi' }],
+    })
+    assert.equal(answer.status, 409)
+    assert.equal(((await answer.json()) as any).code, 'AGENT_NOT_RUNNING')
+    assert.lengthOf(upstream.requests, 0)
+  })
+})

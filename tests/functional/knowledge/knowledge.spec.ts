@@ -1,0 +1,88 @@
+import { test } from '@japa/runner'
+import { createAgentFor } from '#tests/helpers/agents_fixture'
+import { apiKeyFor, createUser, jwtFor } from '#tests/helpers/identity'
+import { startModelUpstream, useUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
+
+const FACT = 'The launch code of Project Zephyr is 7-4-1-9, kept by Captain Ilse Marwick.'
+const UNRELATED = 'Pancakes need flour, milk and two eggs; rest the batter for ten minutes.'
+
+async function owner() {
+  const user = await createUser({ credits: 100_000 })
+  const agent = await createAgentFor(user, { config: { personality: 'You are a ship computer.' } })
+  return { user, agent, jwt: jwtFor(user) }
+}
+
+test.group('Knowledge: files', () => {
+  test('upload, list, replace by filename, delete; sizes in UTF-8 bytes', async ({
+    client,
+    assert,
+  }) => {
+    const { agent, jwt } = await owner()
+    const upload = (filename: string, content: string) =>
+      client.post(`/agents/${agent.id}/knowledge`).bearerToken(jwt).json({ filename, content })
+    const first = await upload('notes.txt', 'héllo')
+    first.assertStatus(201)
+    assert.equal(first.body().data.size, 6, 'é is two bytes')
+    await upload('notes.txt', 'replaced')
+    const list = await client.get(`/agents/${agent.id}/knowledge`).bearerToken(jwt)
+    assert.deepEqual(
+      list.body().data.map((f: any) => [f.filename, f.size]),
+      [['notes.txt', 8]]
+    )
+    const deleted = await client.delete(`/agents/${agent.id}/knowledge/notes.txt`).bearerToken(jwt)
+    assert.deepEqual(deleted.body().data, { deleted: 'notes.txt' })
+    const missing = await client.delete(`/agents/${agent.id}/knowledge/notes.txt`).bearerToken(jwt)
+    missing.assertStatus(404)
+  })
+
+  test('over 500 KB, a path or an over-long name are 400', async ({ client, assert }) => {
+    const { agent, jwt } = await owner()
+    const upload = (filename: string, content: string) =>
+      client.post(`/agents/${agent.id}/knowledge`).bearerToken(jwt).json({ filename, content })
+    const big = await upload('big.txt', 'é'.repeat(256 * 1024))
+    big.assertStatus(400)
+    assert.match(big.body().error, /^content:/)
+    for (const name of ['../etc/passwd', 'a/b.txt', 'x'.repeat(256)]) {
+      const answer = await upload(name, 'text')
+      answer.assertStatus(400)
+    }
+  })
+})
+
+test.group('Knowledge: retrieval into the model request', (group) => {
+  let upstream: ModelUpstream
+  let restore: () => void
+  group.setup(async () => {
+    upstream = await startModelUpstream()
+    restore = useUpstream(upstream)
+    return async () => {
+      restore()
+      await upstream.close()
+    }
+  })
+
+  test('the passage with the answer reaches the model; an unrelated document does not', async ({
+    client,
+    assert,
+  }) => {
+    const { user, agent, jwt } = await owner()
+    const upload = (filename: string, content: string) =>
+      client.post(`/agents/${agent.id}/knowledge`).bearerToken(jwt).json({ filename, content })
+    const facts = await upload('zephyr.txt', `Mission log.\n\n${FACT}`)
+    facts.assertStatus(201)
+    const recipes = await upload('recipes.txt', UNRELATED)
+    recipes.assertStatus(201)
+
+    upstream.reset()
+    const chat = await client
+      .post(`/api/v1/agents/${agent.id}/chat`)
+      .bearerToken(await apiKeyFor(user))
+      .json({ message: 'What is the launch code of Project Zephyr?' })
+    chat.assertStatus(200)
+    const system = upstream.requests[0].body.messages[0]
+    assert.equal(system.role, 'system')
+    assert.include(system.content, 'You are a ship computer.')
+    assert.include(system.content, '7-4-1-9')
+    assert.notInclude(system.content, 'Pancakes')
+  })
+})

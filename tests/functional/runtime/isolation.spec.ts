@@ -1,0 +1,83 @@
+import { randomUUID } from 'node:crypto'
+import { writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { test } from '@japa/runner'
+import app from '@adonisjs/core/services/app'
+import { storageDir } from '#core/bootstrap/paths'
+import { agentPaths } from '#runtime/agent_paths'
+import { gatewayTokenFor } from '#runtime/credentials'
+import { agentUid, bubblewrapWorks } from '#runtime/process/sandbox'
+import { fixtureSpec, processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
+
+interface ShellResult {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+const asRoot = process.getuid?.() === 0
+
+test.group(
+  'Isolation: an agent cannot reach other tenants or the service (process driver)',
+  (group) => {
+    let harness: RuntimeHarness
+    group.each.setup(async () => {
+      harness = await processHarness()
+      return () => harness.cleanup()
+    })
+
+    /** Runs a command in the agent's own shell (the fixture framework's /shell). */
+    async function shell(agentId: string, cmd: string): Promise<ShellResult> {
+      const info = await harness.runtime.status(agentId)
+      const token = await gatewayTokenFor(agentPaths(harness.agentsDir, agentId).credentialsFile)
+      const response = await fetch(`${info.baseUrl}/shell?cmd=${encodeURIComponent(cmd)}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+      })
+      return (await response.json()) as ShellResult
+    }
+
+    test("an agent's shell runs as its own user and cannot read another agent's files, APP_KEY or the service's checkout", async ({
+      assert,
+    }) => {
+      const mine = randomUUID()
+      const theirs = randomUUID()
+      await harness.runtime.ensureStarted(fixtureSpec(mine), { waitReady: true })
+      await harness.runtime.ensureStarted(fixtureSpec(theirs), { waitReady: true })
+      const secretFile = join(agentPaths(harness.agentsDir, theirs).workspace, 'secret.txt')
+      await writeFile(secretFile, "the other tenant's secret")
+      const appKeyFile = join(storageDir(app.appRoot), 'app_key')
+
+      const id = await shell(mine, 'id -u')
+      assert.equal(id.code, 0)
+      assert.equal(Number(id.stdout.trim()), agentUid(mine), 'its own uid, not root')
+
+      const other = await shell(mine, `cat ${secretFile}`)
+      assert.notEqual(other.code, 0)
+      assert.notInclude(other.stdout, 'secret')
+      const key = await shell(mine, `cat ${appKeyFile}`)
+      assert.notEqual(key.code, 0)
+      assert.equal(key.stdout, '')
+      // Only the read-only framework runtime and Node.js binary are mounted from the checkout.
+      const checkout = await shell(mine, `ls ${app.appRoot.pathname}`)
+      assert.notInclude(checkout.stdout, 'package.json')
+      const storage = await shell(mine, `ls ${storageDir(app.appRoot)}`)
+      assert.notInclude(storage.stdout, 'app_key', 'the service storage shows only the runtime')
+
+      // Its own workspace works.
+      const own = await shell(mine, 'echo mine > own.txt && cat own.txt')
+      assert.equal(own.stdout.trim(), 'mine')
+    })
+      .timeout(60_000)
+      .skip(!asRoot || !bubblewrapWorks(), 'needs root and bubblewrap (apt-get install bubblewrap)')
+
+    test('the process count is capped per agent', async ({ assert }) => {
+      const agentId = randomUUID()
+      await harness.runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true })
+      const limits = await shell(agentId, 'cat /proc/self/limits')
+      assert.match(limits.stdout, /Max processes\s+64\s+64/, 'the fixture pids limit')
+    })
+      .timeout(60_000)
+      .skip(!asRoot, 'needs root (per-agent uids)')
+  }
+)

@@ -1,0 +1,120 @@
+/**
+ * The real server as a child process on a PostgreSQL of its own, for fault
+ * tests that kill it, restart it or take its database away without
+ * touching the test run's own server and database.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { linkIn, waitForMail } from '#tests/helpers/mail'
+import { startServerProcess, waitFor, type ServerProcess } from '#tests/helpers/processes'
+import { startThrowawayPostgres, type ThrowawayPostgres } from '#tests/helpers/throwaway_postgres'
+import { TEST_PASSWORD, uniqueEmail, uniqueUsername } from '#tests/helpers/identity'
+
+export interface Answer {
+  status: number
+  body: any
+}
+
+export interface ServiceUnderFault {
+  postgres: ThrowawayPostgres
+  storage: string
+  server: ServerProcess
+  /** Fetch against the current server; a hang fails after 15 s. */
+  call(path: string, init?: { method?: string; token?: string; json?: unknown }): Promise<Answer>
+  /** A verified account signed in through the API; returns its JWT. */
+  signUp(): Promise<string>
+  /** POST /agents with the fixture framework for the JWT's account; returns the agent id. */
+  createFixtureAgent(token: string, name: string): Promise<string>
+  /** SIGKILL: no shutdown hook runs. */
+  kill9(): Promise<void>
+  /** Starts a new server process on the same database and storage. */
+  restart(): Promise<void>
+  destroy(): Promise<void>
+}
+
+export async function startServiceUnderFault(
+  env: Record<string, string | undefined> = {}
+): Promise<ServiceUnderFault> {
+  const postgres = await startThrowawayPostgres()
+  const storage = env.STORAGE_DIR ?? mkdtempSync(join(tmpdir(), 'fault-storage-'))
+  const boot = async () => {
+    const server = await startServerProcess({
+      DATABASE_URL: postgres.url,
+      LOG_LEVEL: 'warn',
+      ...env,
+      STORAGE_DIR: storage,
+    })
+    await waitFor(
+      async () => {
+        const answer = await fetch(`${server.url}/health`).catch(() => undefined)
+        return answer?.status === 200 ? true : undefined
+      },
+      { timeoutMs: 90_000, what: `the server to serve:\n${server.output()}` }
+    )
+    return server
+  }
+
+  const service: ServiceUnderFault = {
+    postgres,
+    storage,
+    server: await boot(),
+    async call(path, init = {}) {
+      const headers: Record<string, string> = {}
+      if (init.token) headers.authorization = `Bearer ${init.token}`
+      if (init.json !== undefined) headers['content-type'] = 'application/json'
+      const response = await fetch(`${service.server.url}${path}`, {
+        method: init.method ?? 'GET',
+        headers,
+        body: init.json === undefined ? undefined : JSON.stringify(init.json),
+        signal: AbortSignal.timeout(15_000),
+      })
+      const text = await response.text()
+      let body: any = text
+      try {
+        body = JSON.parse(text)
+      } catch {}
+      return { status: response.status, body }
+    },
+    async signUp() {
+      const email = uniqueEmail('fault')
+      const registered = await service.call('/auth/register', {
+        method: 'POST',
+        json: { email, username: uniqueUsername('f'), password: TEST_PASSWORD },
+      })
+      if (registered.status >= 300) throw new Error(`register: ${JSON.stringify(registered)}`)
+      const mail = await waitForMail(email, { dir: join(storage, 'mail') })
+      const link = linkIn(mail, '/auth/verify-email/')
+      await service.call(link.pathname)
+      const login = await service.call('/auth/login', {
+        method: 'POST',
+        json: { email, password: TEST_PASSWORD },
+      })
+      if (login.status !== 200) throw new Error(`login: ${JSON.stringify(login)}`)
+      return login.body.data.token as string
+    },
+    async createFixtureAgent(token, name) {
+      const created = await service.call('/agents', {
+        method: 'POST',
+        token,
+        json: { name, framework: 'fixture' },
+      })
+      if (created.status !== 201) throw new Error(`create agent: ${JSON.stringify(created)}`)
+      return created.body.data.id as string
+    },
+    async kill9() {
+      const exited = new Promise((resolve) => service.server.child.once('exit', resolve))
+      service.server.child.kill('SIGKILL')
+      await exited
+    },
+    async restart() {
+      service.server = await boot()
+    },
+    async destroy() {
+      await service.server.stop()
+      await postgres.destroy()
+      if (!env.STORAGE_DIR) rmSync(storage, { recursive: true, force: true })
+    },
+  }
+  return service
+}
