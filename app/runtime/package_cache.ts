@@ -1,14 +1,11 @@
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { delimiter, dirname, join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
+import { acquireInstallLock } from '#runtime/install_lock'
 
 const PACKAGE_NAME = /^(@[a-z0-9][a-z0-9._-]*\/)?[a-z0-9][a-z0-9._-]*$/
 const EXACT_VERSION = /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/
-
-/** A lock older than this belongs to an install that died; it is broken. */
-const STALE_LOCK_MS = 15 * 60 * 1000
 
 export interface PackageCacheOptions {
   /** `<storage>/runtime`: installs go to `<cacheDir>/npm/<name>@<version>/`. */
@@ -56,7 +53,7 @@ function npmCli(nodeExecutable: string): { command: string; args: string[] } {
  * installed once into its own folder under storage (not into the service's
  * node_modules), like a container image pull, with progress in the log.
  * Installs go to a temporary folder renamed into place when complete, under
- * a lock, so a crash or a concurrent start never sees half an install.
+ * an owner-recorded lock (see install_lock.ts), so a crash or a concurrent start never sees half an install.
  * Install scripts are not run.
  */
 export class PackageCache {
@@ -108,44 +105,17 @@ export class PackageCache {
 
     await mkdir(dirname(location.root), { recursive: true })
     const lock = `${location.root}.lock`
-    await this.#acquireLock(lock, `${name}@${version}`)
+    const held = await acquireInstallLock(lock, `${name}@${version}`, {
+      timeoutMs: this.options.timeoutMs,
+      log: (message) => this.#log(message),
+    })
     try {
       // Another process may have finished the install while we waited.
       if (await this.isInstalled(name, version)) return { packageDir: location.packageDir }
       await this.#install(name, version, location.root)
       return { packageDir: location.packageDir }
     } finally {
-      await rm(lock, { recursive: true, force: true })
-    }
-  }
-
-  async #acquireLock(lock: string, label: string) {
-    const started = Date.now()
-    let told = false
-    while (true) {
-      try {
-        await mkdir(lock)
-        return
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-      }
-      try {
-        const info = await stat(lock)
-        if (Date.now() - info.mtimeMs > STALE_LOCK_MS) {
-          await rm(lock, { recursive: true, force: true })
-          continue
-        }
-      } catch {
-        continue
-      }
-      if (!told) {
-        this.#log(`${label}: waiting for another install to finish`)
-        told = true
-      }
-      if (Date.now() - started > (this.options.timeoutMs ?? 15 * 60 * 1000)) {
-        throw new Error(`${label}: timed out waiting for the install lock ${lock}`)
-      }
-      await sleep(500)
+      await held.release()
     }
   }
 

@@ -25,6 +25,13 @@ import {
  */
 export const HERMES_IMAGE = 'nousresearch/hermes-agent:v2026.6.19'
 
+/**
+ * The PyPI release to install into a venv under storage/runtime/: the newest
+ * whose Requires-Python (>=3.11,<3.14) accepts the host's python3 3.11.
+ * Config keys below were checked against this release's code (docs/runtime.md).
+ */
+export const HERMES_PYPI_VERSION = '0.19.0'
+
 const CONTAINER_STATE = '/opt/data'
 const CONTAINER_WORKSPACE = `${CONTAINER_STATE}/workspace`
 const CONTAINER_PORT = 8642
