@@ -35,7 +35,9 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const BASE = `http://127.0.0.1:${PORT}`
 const VENV = join(ROOT, '.venv-fuzz')
 
-const adminUrl = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/agent_host')
+const adminUrl = new URL(
+  process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/agent_host'
+)
 const fuzzDatabase = `${adminUrl.pathname.slice(1) || 'agent_host'}_fuzz`
 const fuzzUrl = new URL(adminUrl)
 fuzzUrl.pathname = `/${fuzzDatabase}`
@@ -64,7 +66,12 @@ async function recreateDatabase() {
   await client.end()
 }
 
-async function call(method: string, path: string, headers: Record<string, string> = {}, body?: unknown) {
+async function call(
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: unknown
+) {
   const response = await fetch(`${BASE}${path}`, {
     method,
     headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
@@ -79,7 +86,8 @@ async function waitForServer(exited: () => boolean) {
   while (Date.now() < deadline) {
     if (exited()) throw new Error('the server exited before it became healthy')
     try {
-      if ((await call('GET', '/health')).status === 200) return
+      const health = await call('GET', '/health')
+      if (health.status === 200) return
     } catch {}
     await new Promise((resolve) => setTimeout(resolve, 250))
   }
@@ -90,7 +98,12 @@ async function seed(storage: string) {
   const stamp = Date.now().toString(36)
   const email = `fuzz-${stamp}@example.test`
   const password = 'fuzz-password-123'
-  const register = await call('POST', '/auth/register', {}, { email, username: `fuzz_${stamp}`, password })
+  const register = await call(
+    'POST',
+    '/auth/register',
+    {},
+    { email, username: `fuzz_${stamp}`, password }
+  )
   if (register.status !== 200) throw new Error(`register: ${register.status} ${register.text}`)
 
   let link: URL | undefined
@@ -170,7 +183,9 @@ try {
         ...process.env,
         FUZZ_JWT: jwt,
         FUZZ_API_KEY: apiKey,
-        SCHEMATHESIS_HOOKS: 'hooks', PYTHONPATH: join(ROOT, 'scripts/fuzz') },
+        SCHEMATHESIS_HOOKS: 'hooks',
+        PYTHONPATH: join(ROOT, 'scripts/fuzz'),
+      },
     }
   )
   const timer = setTimeout(() => run.kill('SIGINT'), SECONDS * 1000)
