@@ -30,6 +30,7 @@ export default defineConfig({
     () => import('#providers/jobs_provider'),
     () => import('#identity/providers/identity_provider'),
     { file: () => import('#chat/providers/chat_provider'), environment: ['web', 'test'] },
+    { file: () => import('#providers/http_server_provider'), environment: ['web', 'test'] },
   ],
 
   preloads: [() => import('#start/routes'), () => import('#start/kernel')],

@@ -1,3 +1,4 @@
+import { connect } from 'node:net'
 import { test } from '@japa/runner'
 import { baseUrl, postRaw } from '#tests/helpers/http'
 
@@ -111,5 +112,29 @@ test.group('Envelope and errors', () => {
     })
     assert.notInclude(response.text(), 'secret_table')
     assert.notInclude(response.text(), 'hunter2')
+  })
+})
+
+test.group("Requests Node's HTTP parser refuses", () => {
+  test('a header with forbidden bytes gets a 400 in the envelope, not an empty answer', async ({
+    assert,
+  }) => {
+    const { hostname, port } = new URL(baseUrl())
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => {
+        socket.write(`GET /health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\u0001b\r\n\r\n`)
+      })
+      let data = ''
+      socket.on('data', (chunk) => (data += chunk))
+      socket.on('end', () => resolve(data))
+      socket.on('error', reject)
+    })
+    assert.match(raw, /^HTTP\/1\.1 400/)
+    const body = JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4))
+    assert.deepEqual(body, {
+      success: false,
+      error: 'The request could not be parsed',
+      code: 'VALIDATION_ERROR',
+    })
   })
 })
