@@ -28,6 +28,7 @@ export default defineConfig({
     { file: () => import('#providers/agents_provider'), environment: ['web', 'test'] },
     () => import('#providers/migrations_provider'),
     () => import('#providers/jobs_provider'),
+    () => import('#providers/channels_provider'),
     () => import('#identity/providers/identity_provider'),
     { file: () => import('#chat/providers/chat_provider'), environment: ['web', 'test'] },
     { file: () => import('#providers/http_server_provider'), environment: ['web', 'test'] },

@@ -39,6 +39,9 @@ export default await Env.create(new URL('../', import.meta.url), {
   PLATFORM_TOKEN_MINT: Env.schema.string.optional(),
   PLATFORM_TOKEN_PRICE_ID: Env.schema.string.optional(),
   PRICE_API_URL: Env.schema.string.optional({ format: 'url', tld: false }),
+  TELEGRAM_API_URL: Env.schema.string.optional({ format: 'url', tld: false }),
+  DISCORD_API_URL: Env.schema.string.optional({ format: 'url', tld: false }),
+  TWITTER_API_URL: Env.schema.string.optional({ format: 'url', tld: false }),
   TOKEN_PRICE_API_URL: Env.schema.string.optional({ format: 'url', tld: false }),
 
   ADMIN_EMAILS: Env.schema.string.optional(),

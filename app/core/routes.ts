@@ -10,6 +10,7 @@ import '#skills/routes'
 import '#schedules/routes'
 import '#knowledge/routes'
 import '#tools/routes'
+import '#channels/routes'
 import '#console/routes'
 
 const HealthController = () => import('#core/health/health_controller')

@@ -34,6 +34,8 @@ const REQUIRED_MEMBERS: Record<
   channel: {
     validateCredentials: 'function',
     connect: 'function',
+    maxMessageLength: 'number',
+    connectsBy: 'string',
   },
 }
 

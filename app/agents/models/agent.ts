@@ -47,6 +47,10 @@ export default class Agent extends UuidModel {
   @column({ prepare: (value: unknown) => JSON.stringify(value ?? []) })
   declare installedSkills: string[]
 
+  /** Connected channel names, kept by app/channels (detail `integrations`). */
+  @column({ prepare: (value: unknown) => JSON.stringify(value ?? []) })
+  declare integrations: string[]
+
   @column.dateTime()
   declare lastActiveAt: DateTime | null
 

@@ -2,6 +2,7 @@ import app from '@adonisjs/core/services/app'
 import { ApiException, ValidationException } from '#core/exceptions/api_exceptions'
 import type { FrameworkPlugin } from '#plugins/types'
 import type { Config } from '#agents/services/config_secrets'
+import { channelSettings } from '#channels/services/channel_config'
 
 /** Largest config accepted, as JSON. */
 export const CONFIG_MAX_BYTES = 64 * 1024
@@ -40,8 +41,8 @@ export async function frameworkPlugin(name: string): Promise<FrameworkPlugin> {
 }
 
 /**
- * Checks a clear config with the framework plugin's schema and the size
- * limit; returns what the plugin returns. Anything the plugin throws is a
+ * Checks a clear config with the framework plugin's schema, the channel
+ * plugins (config.channels) and the size limit; returns what the plugin returns. Anything the plugin throws is a
  * 400: a config is client input.
  */
 export function validateConfig(plugin: FrameworkPlugin, config: Config): Config {
@@ -49,7 +50,9 @@ export function validateConfig(plugin: FrameworkPlugin, config: Config): Config 
     throw new ValidationException(`config must be at most ${CONFIG_MAX_BYTES / 1024} KB as JSON`)
   }
   try {
-    return plugin.validateConfig(config)
+    const validated = plugin.validateConfig(config)
+    channelSettings(validated)
+    return validated
   } catch (error) {
     if (error instanceof ApiException) throw error
     throw new ValidationException(`config is invalid: ${(error as Error).message}`)

@@ -45,14 +45,6 @@ export function presentListItem(agent: Agent): AgentListItem {
   }
 }
 
-/**
- * Connected channel names. Channel connectors store nothing on agents yet,
- * so this is empty until they do.
- */
-function integrationsOf(_agent: Agent): string[] {
-  return []
-}
-
 export function presentDetail(agent: Agent): AgentDetail {
   return {
     ...presentListItem(agent),
@@ -60,7 +52,7 @@ export function presentDetail(agent: Agent): AgentDetail {
     avatarUrl: agent.avatarUrl,
     // The stored config has the same keys as the clear one: masking needs no decryption.
     config: maskSecrets(agent.config),
-    integrations: integrationsOf(agent),
+    integrations: agent.integrations ?? [],
     lastActiveAt: agent.lastActiveAt?.toUTC().toISO() ?? null,
     updatedAt: agent.updatedAt.toUTC().toISO()!,
   }

@@ -31,6 +31,7 @@ import {
   type Config,
 } from '#agents/services/config_secrets'
 import { recordVersion } from '#agents/services/config_versions'
+import { syncAgentChannels } from '#channels/services/channel_sync'
 
 export interface CreateAgentInput {
   name: string
@@ -111,6 +112,7 @@ export async function createAgent(user: { id: string }, input: CreateAgentInput)
     return created
   })
   agentLifecycle.startInBackground(agent)
+  await syncAgentChannels(agent)
   return presentDetail(agent)
 }
 
@@ -153,7 +155,11 @@ export async function updateAgent(
     await locked.save()
     return { agent: locked, configChanged: changed }
   })
-  if (configChanged) agentLifecycle.reconfigureInBackground(agent)
+  if (configChanged) {
+    agentLifecycle.reconfigureInBackground(agent)
+    await syncAgentChannels(agent)
+    await agent.refresh()
+  }
   return presentDetail(agent)
 }
 
@@ -184,6 +190,8 @@ export async function restoreConfig(
     return { agent: locked, version: row.version, restoredFrom: source.version }
   })
   agentLifecycle.reconfigureInBackground(agent)
+  await syncAgentChannels(agent)
+  await agent.refresh()
   return { ...presentDetail(agent), version, restoredFrom }
 }
 
