@@ -1,6 +1,7 @@
 import type { ApplicationService } from '@adonisjs/core/types'
 import { loadPlugins } from '#plugins/plugin_loader'
 import { PluginRegistry } from '#plugins/plugin_registry'
+import { setPluginRegistry } from '#plugins/services/plugins'
 
 declare module '@adonisjs/core/types' {
   interface ContainerBindings {
@@ -41,6 +42,6 @@ export default class PluginProvider {
 
   async boot() {
     // Resolve now, so a broken plugin fails the boot instead of the first request.
-    await this.app.container.make(PluginRegistry)
+    setPluginRegistry(await this.app.container.make(PluginRegistry))
   }
 }

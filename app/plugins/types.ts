@@ -282,8 +282,13 @@ export interface ChannelConnectContext {
 export interface ChannelSession {
   /** Who the connection is on the channel (status detail), when known. */
   identity: Record<string, string>
-  /** Ends the connection (the supervisor aborted context.signal first). */
-  close(): Promise<void>
+  /**
+   * Ends the connection (context.signal is aborted first). `removed`: the
+   * owner disconnected the channel or stopped the agent (undo any
+   * registration, such as a webhook); `handover`: another instance or a
+   * restart takes it over (keep what the channel holds).
+   */
+  close(reason: 'removed' | 'handover'): Promise<void>
 }
 
 /**

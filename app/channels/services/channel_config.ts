@@ -57,7 +57,9 @@ function parseAllowFrom(name: string, value: unknown): string[] | undefined {
   if (
     !Array.isArray(value) ||
     value.length > ALLOW_FROM_MAX ||
-    value.some((item) => (typeof item !== 'string' && typeof item !== 'number') || !`${item}`.trim())
+    value.some(
+      (item) => (typeof item !== 'string' && typeof item !== 'number') || !`${item}`.trim()
+    )
   ) {
     throw new ValidationException(
       `config.channels.${name}.allowFrom must be an array of at most ${ALLOW_FROM_MAX} sender ids or handles`
@@ -103,4 +105,26 @@ export function channelSettings(config: Record<string, unknown>): Map<string, Ch
     })
   }
   return settings
+}
+
+/**
+ * An error in words with every credential value masked: connector errors
+ * may quote a request URL holding a token (grammY's does), and logs and the
+ * feed must never carry one. Only the message chain is kept, never the
+ * error object.
+ */
+export function safeErrorText(error: unknown, credentials: Record<string, unknown>): string {
+  const parts: string[] = []
+  let current: unknown = error
+  for (let depth = 0; current && depth < 3; depth++) {
+    parts.push(current instanceof Error ? current.message : String(current))
+    current =
+      (current as { error?: unknown; cause?: unknown }).error ??
+      (current as { cause?: unknown }).cause
+  }
+  let text = parts.join(': ')
+  for (const value of Object.values(credentials)) {
+    if (typeof value === 'string' && value.length >= 6) text = text.replaceAll(value, '***')
+  }
+  return text.slice(0, 500)
 }

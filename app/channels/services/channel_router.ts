@@ -10,7 +10,7 @@ import Agent from '#agents/models/agent'
 import { decryptSecrets } from '#agents/services/config_secrets'
 import { recordFeedEvent } from '#agents/services/feed_service'
 import { chatWithAgent } from '#chat/services/chat_service'
-import { channelSettings, normalizeSender } from '#channels/services/channel_config'
+import { channelSettings, normalizeSender, safeErrorText } from '#channels/services/channel_config'
 import { splitMessage } from '#channels/services/split_message'
 import type { ChannelInboundMessage, ChannelPlugin, ChannelReplier } from '#plugins/types'
 
@@ -34,12 +34,7 @@ const TYPING_EVERY_MS = 4000
 const perSender = limiter.use({ requests: SENDER_MESSAGES_PER_MINUTE, duration: '1 minute' })
 
 export type RouteOutcome =
-  | 'answered'
-  | 'ignored'
-  | 'duplicate'
-  | 'not_allowed'
-  | 'rate_limited'
-  | 'failed'
+  'answered' | 'ignored' | 'duplicate' | 'not_allowed' | 'rate_limited' | 'failed'
 
 export const OUT_OF_CREDITS_REPLY =
   "Sorry, I can't answer right now: my owner's AI Credits are used up."
@@ -139,7 +134,7 @@ export async function routeInbound(
   if (!(await claimMessage(agentId, channel, { ...message, text }))) return 'duplicate'
 
   const rate = await perSender.increment(`channel:${agentId}:${channel}:${message.sender.id}`)
-  if (rate.remaining < 0) {
+  if (rate.consumed > SENDER_MESSAGES_PER_MINUTE) {
     await finish(agentId, channel, message.id, 'rate_limited')
     return 'rate_limited'
   }
@@ -163,10 +158,11 @@ export async function routeInbound(
     else if (error instanceof ContentBlockedException) reply = BLOCKED_REPLY
     else {
       reply = FAILED_REPLY
-      logger.warn({ agentId, channel, err: error }, 'channel: the agent could not answer')
+      const why = safeErrorText(error, settings?.credentials ?? {})
+      logger.warn({ agentId, channel, error: why }, 'channel: the agent could not answer')
       await recordFeedEvent(agentId, {
         type: 'error',
-        content: `${channel}: the agent could not answer a message (${(error as Error).message})`,
+        content: `${channel}: the agent could not answer a message (${why})`,
       })
     }
   } finally {
@@ -176,10 +172,11 @@ export async function routeInbound(
     await sendReply(plugin, replier, message, reply)
   } catch (error) {
     outcome = 'failed'
-    logger.warn({ agentId, channel, err: error }, 'channel: the reply could not be sent')
+    const why = safeErrorText(error, settings?.credentials ?? {})
+    logger.warn({ agentId, channel, error: why }, 'channel: the reply could not be sent')
     await recordFeedEvent(agentId, {
       type: 'error',
-      content: `${channel}: a reply could not be sent (${(error as Error).message})`,
+      content: `${channel}: a reply could not be sent (${why})`,
     })
   }
   await finish(agentId, channel, message.id, outcome, outcome === 'answered' ? reply : undefined)

@@ -224,7 +224,9 @@ export async function refreshIntegrations(agentId: string) {
 export function rowStore(id: string): ChannelStore {
   return {
     async load<T>() {
-      const result = await db.rawQuery('select session_state from agent_channels where id = ?', [id])
+      const result = await db.rawQuery('select session_state from agent_channels where id = ?', [
+        id,
+      ])
       const stored = result.rows[0]?.session_state
       if (!stored) return undefined
       const json = encryption.decrypt<string>(stored)

@@ -33,7 +33,8 @@ export interface ChannelStatusView {
 /** GET /agents/:id/channel-status: every installed channel, configured or not. */
 export async function channelStatus(user: { id: string }, agentId: string) {
   const agent = await ownedAgent(user, agentId)
-  const rows = new Map((await rowsOfAgent(agent.id)).map((row) => [row.channel, row]))
+  const stored = await rowsOfAgent(agent.id)
+  const rows = new Map(stored.map((row) => [row.channel, row]))
   const status: Record<string, ChannelStatusView> = {}
   for (const plugin of installedChannels()) {
     const row = rows.get(plugin.name)
@@ -103,8 +104,7 @@ export async function disconnectChannel(user: { id: string }, agentId: string, c
     await deleteRow(agent.id, channel)
   } else {
     const configured = decryptSecrets(agent.config).channels as
-      | Record<string, Record<string, unknown>>
-      | undefined
+      Record<string, Record<string, unknown>> | undefined
     const current = configured?.[channel]
     if (current) {
       const kept = current.allowFrom === undefined ? null : { allowFrom: current.allowFrom }
@@ -131,7 +131,9 @@ function nulls(object: Record<string, unknown>): Record<string, null> {
  */
 export async function receiveWebhook(connectionId: string, secret: string, body: unknown) {
   const row = /^[0-9a-f-]{36}$/i.test(connectionId) ? await rowById(connectionId) : undefined
-  const plugin = row ? installedChannels().find((channel) => channel.name === row.channel) : undefined
+  const plugin = row
+    ? installedChannels().find((channel) => channel.name === row.channel)
+    : undefined
   if (!row || !plugin?.webhook || !row.webhook_secret) throw new NotFoundException()
   const expected = Buffer.from(await webhookSecretOf(row))
   const given = Buffer.from(secret)

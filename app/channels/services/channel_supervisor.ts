@@ -4,7 +4,7 @@ import { decryptSecrets } from '#agents/services/config_secrets'
 import { recordFeedEvent } from '#agents/services/feed_service'
 import { INSTANCE_ID } from '#core/jobs/instance'
 import plugins from '#plugins/services/plugins'
-import { channelSettings } from '#channels/services/channel_config'
+import { channelSettings, safeErrorText } from '#channels/services/channel_config'
 import {
   CHANNEL_LEASE_MS,
   claimFreeRows,
@@ -51,6 +51,8 @@ interface HeldConnection {
   session?: ChannelSession
   /** Connect in progress. */
   pending?: Promise<void>
+  /** The credentials in use, to mask them in anything logged. */
+  credentials?: Record<string, unknown>
 }
 
 const BACKOFF_BASE_MS = 2000
@@ -60,10 +62,6 @@ const BACKOFF_MAX_MS = 5 * 60_000
 export function backoffMs(failures: number): number {
   const base = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** Math.min(failures, 16))
   return Math.round(base * (0.5 + Math.random()))
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }
 
 /** Credentials and allowlist of one channel from the agent's current config. */
@@ -81,6 +79,7 @@ export class ChannelSupervisor {
   #timer?: NodeJS.Timeout
   #ticking?: Promise<void>
   #stopped = false
+  #started = false
 
   constructor(options: SupervisorOptions = {}) {
     this.holder = options.holder ?? INSTANCE_ID
@@ -94,15 +93,16 @@ export class ChannelSupervisor {
 
   start() {
     this.#stopped = false
+    this.#started = true
     if (this.#timer) return
     this.#timer = setInterval(() => this.poke(), this.#options.tickMs)
     this.#timer.unref()
     this.poke()
   }
 
-  /** Runs a tick now (after a config change or a pairing request), unless one runs. */
+  /** Runs a tick now (after a config change or a pairing request) when started, unless one runs. */
   poke(): Promise<void> {
-    if (this.#stopped) return Promise.resolve()
+    if (this.#stopped || !this.#started) return Promise.resolve()
     this.#ticking ??= this.tick()
       .catch((error) => logger.warn({ err: error }, 'channels: supervisor tick failed'))
       .finally(() => (this.#ticking = undefined))
@@ -130,7 +130,8 @@ export class ChannelSupervisor {
     }
     const room = this.#options.maxConnections - this.#held.size
     if (this.#stopped || room <= 0) return
-    for (const row of await claimFreeRows(this.holder, room)) {
+    const claimed = await claimFreeRows(this.holder, room)
+    for (const row of claimed) {
       const plugin = plugins.findChannel(row.channel)
       if (!plugin) {
         await releaseRow(row.id, this.holder, {
@@ -149,6 +150,7 @@ export class ChannelSupervisor {
   /** Closes every connection and frees the leases (shutdown). */
   async stop() {
     this.#stopped = true
+    this.#started = false
     if (this.#timer) clearInterval(this.#timer)
     this.#timer = undefined
     await this.#ticking
@@ -160,6 +162,7 @@ export class ChannelSupervisor {
   /** Simulates this instance dying: connections end, leases are left to lapse. */
   async abandon() {
     this.#stopped = true
+    this.#started = false
     if (this.#timer) clearInterval(this.#timer)
     this.#timer = undefined
     await this.#ticking
@@ -167,7 +170,7 @@ export class ChannelSupervisor {
       this.#held.delete(id)
       held.abort.abort()
       await held.pending?.catch(() => {})
-      await held.session?.close().catch(() => {})
+      await held.session?.close('handover').catch(() => {})
     }
   }
 
@@ -195,19 +198,28 @@ export class ChannelSupervisor {
       report,
       signal,
       log: (message, detail) =>
-        logger.info({ agentId: row.agent_id, channel: row.channel, ...detail }, message),
+        logger.info(
+          {
+            agentId: row.agent_id,
+            channel: row.channel,
+            detail: detail ? safeErrorText(JSON.stringify(detail), credentials) : undefined,
+          },
+          message
+        ),
     }
   }
 
   async #connect(held: HeldConnection) {
     const { row, plugin, abort } = held
     const report = (update: ChannelStateReport) => this.#onReport(row.id, held, update)
+    let context: ChannelConnectContext | undefined
     try {
-      const context = await this.contextFor(row, plugin, abort.signal, report)
+      context = await this.contextFor(row, plugin, abort.signal, report)
+      held.credentials = context.credentials
       await writeReport(row.id, this.holder, { state: 'connecting' })
       const session = await plugin.connect(context)
       if (abort.signal.aborted || this.#held.get(row.id) !== held) {
-        await session.close().catch(() => {})
+        await session.close('handover').catch(() => {})
         return
       }
       held.session = session
@@ -219,12 +231,15 @@ export class ChannelSupervisor {
       if (this.#held.get(row.id) !== held) return
       this.#held.delete(row.id)
       abort.abort()
-      const message = describe(error)
+      const message = safeErrorText(error, context?.credentials ?? {})
       if (error instanceof ChannelAuthError) {
         await releaseRow(row.id, this.holder, { state: 'error', error: message, halt: true })
         await this.#feed(row, `${row.channel}: the credentials were refused (${message})`, 'error')
       } else {
-        logger.warn({ agentId: row.agent_id, channel: row.channel, err: error }, 'channels: connect failed')
+        logger.warn(
+          { agentId: row.agent_id, channel: row.channel, error: message },
+          'channels: connect failed'
+        )
         await releaseRow(row.id, this.holder, {
           state: 'connecting',
           error: message,
@@ -247,7 +262,11 @@ export class ChannelSupervisor {
     if (update.state !== previous) {
       if (update.state === 'connected') {
         const who = Object.values(update.identity ?? {})[0]
-        await this.#feed(held.row, `${held.row.channel} connected${who ? ` as ${who}` : ''}`, 'status_change')
+        await this.#feed(
+          held.row,
+          `${held.row.channel} connected${who ? ` as ${who}` : ''}`,
+          'status_change'
+        )
       } else if (update.state === 'error' || update.state === 'logged_out') {
         await this.#feed(
           held.row,
@@ -271,9 +290,15 @@ export class ChannelSupervisor {
     this.#held.delete(id)
     held.abort.abort()
     await held.pending?.catch(() => {})
-    await held.session?.close().catch((error) =>
-      logger.warn({ err: error, channel: held.row.channel }, 'channels: closing a connection failed')
-    )
+    const reason = update.state === 'disconnected' ? 'removed' : 'handover'
+    await held.session
+      ?.close(reason)
+      .catch((error) =>
+        logger.warn(
+          { error: safeErrorText(error, held.credentials ?? {}), channel: held.row.channel },
+          'channels: closing a connection failed'
+        )
+      )
     await releaseRow(id, this.holder, update)
     if (held.row.state === 'connected' && update.state !== 'connected') {
       await this.#feed(held.row, `${held.row.channel} disconnected`, 'status_change')

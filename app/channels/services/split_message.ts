@@ -8,7 +8,12 @@ export function splitMessage(text: string, limit: number): string[] {
   let rest = text.trim()
   while (rest.length > limit) {
     const window = rest.slice(0, limit)
-    const cut = [/\n\n(?![\s\S]*\n\n)/, /\n(?![\s\S]*\n)/, /[.!?]\s(?![\s\S]*[.!?]\s)/, /\s(?![\s\S]*\s)/]
+    const cut = [
+      /\n\n(?![\s\S]*\n\n)/,
+      /\n(?![\s\S]*\n)/,
+      /[.!?]\s(?![\s\S]*[.!?]\s)/,
+      /\s(?![\s\S]*\s)/,
+    ]
       .map((pattern) => window.search(pattern))
       .find((index) => index > limit / 2)
     const end = cut === undefined ? limit : cut + 1
