@@ -84,7 +84,8 @@ async function newestMentions(api: TwitterClient, me: UserV2, sinceId: string | 
 async function startingCursor(api: TwitterClient, me: UserV2, context: ChannelConnectContext) {
   const stored = (await context.store.load<TwitterStore>()) ?? {}
   if (stored.sinceId) return stored.sinceId
-  const sinceId = (await newestMentions(api, me, undefined)).newestId ?? '1'
+  const newest = await newestMentions(api, me, undefined)
+  const sinceId = newest.newestId ?? '1'
   await context.store.save({ sinceId } satisfies TwitterStore)
   return sinceId
 }
@@ -170,7 +171,8 @@ export default definePlugin({
     let me: UserV2
     let sinceId: string
     try {
-      me = (await api.me()).data
+      const answer = await api.me()
+      me = answer.data
       sinceId = await startingCursor(api, me, context)
     } catch (error) {
       if (refused(error)) throw new ChannelAuthError(REFUSED)
