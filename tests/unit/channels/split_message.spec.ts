@@ -13,7 +13,10 @@ test.group('Channels: splitting replies', () => {
     assert.isAbove(parts.length, 1)
     for (const part of parts) assert.isAtMost(part.length, 60)
     assert.equal(parts.join(' ').replace(/\s+/g, ' '), text.replace(/\s+/g, ' '), 'nothing lost')
-    assert.isTrue(parts.every((part) => /[.]$/.test(part)), 'each part ends a sentence')
+    assert.isTrue(
+      parts.every((part) => /[.]$/.test(part)),
+      'each part ends a sentence'
+    )
   })
 
   test('text without any break is cut hard at the limit; nothing is empty', ({ assert }) => {
@@ -30,6 +33,9 @@ test.group('Channels: splitting replies', () => {
     assert.isTrue(first.every((ms) => ms >= 1000 && ms <= 3000))
     assert.isAbove(new Set(first).size, 1, 'jittered')
     const late = Array.from({ length: 50 }, () => backoffMs(40))
-    assert.isTrue(late.every((ms) => ms >= 150_000 && ms <= 450_000), 'capped at 5 min ± 50 %')
+    assert.isTrue(
+      late.every((ms) => ms >= 150_000 && ms <= 450_000),
+      'capped at 5 min ± 50 %'
+    )
   })
 })
