@@ -53,7 +53,7 @@ export default class ConsolePagesController {
   async agent({ view, params, session }: HttpContext) {
     const agent = await findAgent(params.id)
     const runtime: any = await app.container.make('runtime')
-    const [owner, feed, container, logs, monitoring, schedules] = await Promise.all([
+    const [owner, feed, container, logs, monitoring, schedules, channels] = await Promise.all([
       db.from('users').where('id', agent.userId).select('id', 'email').first(),
       db
         .from('agent_feed_events')
@@ -69,6 +69,11 @@ export default class ConsolePagesController {
         .where('agent_id', agent.id)
         .orderBy('created_at', 'asc')
         .select('name', 'cron', 'timezone', 'enabled', 'next_run_at', 'last_run_at'),
+      db
+        .from('agent_channels')
+        .where('agent_id', agent.id)
+        .orderBy('channel', 'asc')
+        .select('channel', 'state', 'identity', 'last_error', 'holder', 'lease_expires_at'),
     ])
     const containerField = await containerOf(agent).catch(() => 'unknown')
     const config = maskSecrets(agent.config as Record<string, unknown>)
@@ -80,6 +85,7 @@ export default class ConsolePagesController {
       logs,
       monitoring,
       schedules,
+      channels,
       containerField,
       config: JSON.stringify(config, null, 2),
       notice: session.flashMessages.get('notice'),

@@ -50,7 +50,7 @@ test.group('Agents: create, read, update, delete', (group) => {
         config: {
           personality: 'Friendly',
           apiKey: SECRET,
-          channels: { telegram: { botToken: 'tg-secret-1' } },
+          channels: { telegram: { botToken: '123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALtgsec1' } },
         },
       })
     response.assertStatus(201)
@@ -76,7 +76,7 @@ test.group('Agents: create, read, update, delete', (group) => {
     // Stored encrypted, never in clear.
     const row = await db.from('agents').where('id', agent.id).first()
     assert.notInclude(JSON.stringify(row), SECRET)
-    assert.notInclude(JSON.stringify(row), 'tg-secret-1')
+    assert.notInclude(JSON.stringify(row), '123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALtgsec1')
     const stored = await Agent.findOrFail(agent.id)
     assert.equal(decryptSecrets(stored.config).apiKey, SECRET)
 

@@ -30,6 +30,8 @@ test.group('Channels: discord', (group) => {
   group.setup(async () => {
     discord = await new FakeDiscord().start()
   })
+  // Rows left by other tests would be claimed too: every test starts with none.
+  group.each.setup(() => endChannelTest())
   group.each.teardown(() => endChannelTest())
   group.teardown(async () => {
     await owners.removeAgents()

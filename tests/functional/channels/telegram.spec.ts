@@ -43,6 +43,8 @@ test.group('Channels: telegram', (group) => {
   group.setup(async () => {
     telegram = await new FakeTelegram().start()
   })
+  // Rows left by other tests would be claimed too: every test starts with none.
+  group.each.setup(() => endChannelTest())
   group.each.teardown(() => endChannelTest())
   group.teardown(async () => {
     await owners.removeAgents()

@@ -36,6 +36,8 @@ test.group('Channels: twitter', (group) => {
     process.env.TWITTER_POLL_MS = '100'
     x = await new FakeTwitter().start()
   })
+  // Rows left by other tests would be claimed too: every test starts with none.
+  group.each.setup(() => endChannelTest())
   group.each.teardown(() => endChannelTest())
   group.teardown(async () => {
     process.env.TWITTER_POLL_MS = previousPoll

@@ -25,6 +25,8 @@ import { connectionStep } from '../../../plugins/whatsapp/connection_events.ts'
 test.group('Channels: whatsapp', (group) => {
   const owners = agentOwners({ credits: 10_000 })
   const previousWait = channelsConfig.pairingWaitSeconds
+  // Rows left by other tests would be claimed too: every test starts with none.
+  group.each.setup(() => endChannelTest())
   group.each.teardown(() => endChannelTest())
   group.teardown(async () => {
     channelsConfig.pairingWaitSeconds = previousWait

@@ -268,9 +268,19 @@ test.group('Console: agent lifecycle actions', (group) => {
       timezone: 'UTC',
       message: 'digest',
     })
+    await db.table('agent_channels').insert({
+      agent_id: agent.id,
+      channel: 'telegram',
+      fingerprint: 'f'.repeat(64),
+      state: 'error',
+      identity: JSON.stringify({ username: 'digest_bot' }),
+      last_error: 'Telegram refused the bot token',
+    })
     const after = await operator.get(`/console/agents/${agent.id}`)
     assert.match(after.html, /<dt>Container<\/dt><dd>sleeping/)
     assert.include(after.html, 'Nightly digest', 'the schedules section lists its tasks')
+    assert.include(after.html, 'digest_bot', 'the channels section lists its channels')
+    assert.include(after.html, 'Telegram refused the bot token')
     const audit = await db
       .from('audit_entries')
       .where('target_id', agent.id)
