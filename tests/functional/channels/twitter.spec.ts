@@ -172,4 +172,51 @@ test.group('Channels: twitter', (group) => {
     const after = await channelStatusOf(client, jwt, agent.id)
     assert.deepEqual(after.twitter, { connected: false, state: 'disconnected', lastError: null })
   })
+
+  test('a token revoked while polling ends in state error; disconnecting a connected channel stops the answers', async ({
+    client,
+    assert,
+  }) => {
+    const instance = supervisor('instance-a')
+    const revokedLater = await ownerAndAgent()
+    const revokedAccount = x.addAccount('revoked_later')
+    await configureChannel(
+      client,
+      revokedLater.jwt,
+      revokedLater.agent.id,
+      'twitter',
+      credentials(revokedAccount)
+    )
+    const kept = await ownerAndAgent()
+    const keptAccount = x.addAccount('disconnected_later')
+    await configureChannel(client, kept.jwt, kept.agent.id, 'twitter', credentials(keptAccount))
+    await instance.tick()
+    for (const { agent, jwt } of [revokedLater, kept]) {
+      await waitFor('connected', async () => {
+        const status = await channelStatusOf(client, jwt, agent.id)
+        return status.twitter.connected
+      })
+    }
+
+    revokedAccount.revoked = true
+    await waitFor('the error after revocation', async () => {
+      const status = await channelStatusOf(client, revokedLater.jwt, revokedLater.agent.id)
+      return status.twitter.state === 'error'
+    })
+    const revokedStatus = await channelStatusOf(client, revokedLater.jwt, revokedLater.agent.id)
+    assert.match(revokedStatus.twitter.lastError, /X refused the credentials/)
+
+    const answer = await client
+      .post(`/agents/${kept.agent.id}/disconnect-channel`)
+      .bearerToken(kept.jwt)
+      .json({ channel: 'twitter' })
+    answer.assertStatus(200)
+    await instance.tick()
+    assert.lengthOf(instance.heldIds(), 0, 'neither connection is held any more')
+    const late = x.mention(keptAccount, 'anyone there after the disconnect?')
+    await settle()
+    assert.lengthOf(x.repliesTo(late.id), 0, 'no answers after disconnect')
+    const status = await channelStatusOf(client, kept.jwt, kept.agent.id)
+    assert.equal(status.twitter.state, 'disconnected')
+  })
 })
