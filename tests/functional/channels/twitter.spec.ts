@@ -40,7 +40,8 @@ test.group('Channels: twitter', (group) => {
   group.each.setup(() => endChannelTest())
   group.each.teardown(() => endChannelTest())
   group.teardown(async () => {
-    process.env.TWITTER_POLL_MS = previousPoll
+    if (previousPoll === undefined) delete process.env.TWITTER_POLL_MS
+    else process.env.TWITTER_POLL_MS = previousPoll
     await owners.removeAgents()
     await x.close()
   })

@@ -148,7 +148,8 @@ test.group('Channels: whatsapp', (group) => {
       answer.assertStatus(503)
       assert.match(answer.body().error, /whatsapp pairing/i)
     } finally {
-      process.env.WHATSAPP_WEB_URL = previousUrl
+      if (previousUrl === undefined) delete process.env.WHATSAPP_WEB_URL
+      else process.env.WHATSAPP_WEB_URL = previousUrl
       channelsConfig.pairingWaitSeconds = previousWait
       await endChannelTest()
       await new Promise((resolve) => server.close(resolve))
