@@ -1,6 +1,10 @@
 import db from '@adonisjs/lucid/services/db'
 import type { ApiClient } from '@japa/api-client'
+import type { AgentStatus } from '#agents/models/agent'
 import { ChannelSupervisor, type SupervisorOptions } from '#channels/services/channel_supervisor'
+import { createAgentFor } from '#tests/helpers/agents_fixture'
+import { jwtFor } from '#tests/helpers/identity'
+import { waitFor } from '#tests/helpers/runtime'
 
 /**
  * Supervisors of channel tests: real ones, driven tick by tick. A
@@ -50,4 +54,33 @@ export async function configureChannel(
 /** Lets anything that would wrongly happen have its chance (only before asserting an absence). */
 export function settle(ms = 300) {
   return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+/**
+ * An agent of the fixture framework made in the database (no container:
+ * chat answers on the hosted path), asleep when asked; with its owner's JWT.
+ */
+export async function agentForChannels(
+  owner: { id: string },
+  options: { sleeping?: boolean; status?: AgentStatus } = {}
+) {
+  const agent = await createAgentFor(owner, { framework: 'fixture', status: options.status })
+  if (options.sleeping) {
+    await db.from('agents').where('id', agent.id).update({ sleeping_since: new Date() })
+  }
+  return { agent, jwt: jwtFor(owner) }
+}
+
+/** Waits until channel-status shows `state` for `channel`; answers that entry. */
+export function waitForChannelState(
+  client: ApiClient,
+  jwt: string,
+  agentId: string,
+  channel: string,
+  state: string
+) {
+  return waitFor(`${channel} to be ${state}`, async () => {
+    const status = await channelStatusOf(client, jwt, agentId)
+    return status[channel].state === state && status[channel]
+  })
 }

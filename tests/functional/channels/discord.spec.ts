@@ -1,7 +1,6 @@
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
 import { GatewayIntentBits } from '@discordjs/core'
-import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { agentOwners } from '#tests/helpers/agents_http'
 import {
   channelStatusOf,
@@ -9,9 +8,10 @@ import {
   configureChannel,
   endChannelTest,
   settle,
+  agentForChannels,
+  waitForChannelState,
 } from '#tests/helpers/channels'
 import { FakeDiscord } from '#tests/helpers/fake_discord'
-import { jwtFor } from '#tests/helpers/identity'
 import { waitFor } from '#tests/helpers/runtime'
 
 /**
@@ -39,12 +39,7 @@ test.group('Channels: discord', (group) => {
   })
 
   async function ownerAndAgent(options: { sleeping?: boolean } = {}) {
-    const owner = await owners.create()
-    const agent = await createAgentFor(owner, { framework: 'fixture' })
-    if (options.sleeping) {
-      await db.from('agents').where('id', agent.id).update({ sleeping_since: new Date() })
-    }
-    return { owner, agent, jwt: jwtFor(owner) }
+    return agentForChannels(await owners.create(), options)
   }
 
   test('a bot token connects to the gateway with the message intents; a DM and a mention are answered as replies, once', async ({
@@ -55,10 +50,7 @@ test.group('Channels: discord', (group) => {
     const bot = discord.addBot('helper-bot')
     await configureChannel(client, jwt, agent.id, 'discord', { botToken: bot.token })
     await supervisor('instance-a').tick()
-    await waitFor('connected', async () => {
-      const status = await channelStatusOf(client, jwt, agent.id)
-      return status.discord.connected
-    })
+    await waitForChannelState(client, jwt, agent.id, 'discord', 'connected')
     const [identify] = discord.identifies.filter((call) => call.token === bot.token)
     assert.equal(
       identify.intents & GatewayIntentBits.MessageContent,
@@ -134,10 +126,7 @@ test.group('Channels: discord', (group) => {
       .update({ lease_expires_at: new Date() })
     await other.tick()
     await waitFor('the new session', () => discord.sessionsOf(bot) === 1)
-    await waitFor('connected again', async () => {
-      const status = await channelStatusOf(client, jwt, agent.id)
-      return status.discord.connected
-    })
+    await waitForChannelState(client, jwt, agent.id, 'discord', 'connected')
     discord.userSays(bot, 'two', { channelId: '902' })
     await waitFor('the reply after takeover', () => discord.postedTo(bot, '902').length >= 2)
     await settle()
@@ -154,10 +143,7 @@ test.group('Channels: discord', (group) => {
     await configureChannel(client, jwt, agent.id, 'discord', { botToken: revoked.token })
     const instance = supervisor('instance-a')
     await instance.tick()
-    await waitFor('the error', async () => {
-      const status = await channelStatusOf(client, jwt, agent.id)
-      return status.discord.state === 'error'
-    })
+    await waitForChannelState(client, jwt, agent.id, 'discord', 'error')
     const status = await channelStatusOf(client, jwt, agent.id)
     assert.match(status.discord.lastError, /Discord refused the bot token/)
     const calls = discord.restCalls.filter((call) => call.token === revoked.token).length
@@ -172,10 +158,7 @@ test.group('Channels: discord', (group) => {
     })
     await instance.tick()
     await waitFor('a session', () => discord.sessionsOf(bot) === 1)
-    await waitFor('connected', async () => {
-      const now = await channelStatusOf(client, jwt, agent.id)
-      return now.discord.connected
-    })
+    await waitForChannelState(client, jwt, agent.id, 'discord', 'connected')
     discord.userSays(bot, 'from ada, not on the list', { channelId: '903' })
     await settle()
     assert.lengthOf(discord.postedTo(bot, '903'), 0)

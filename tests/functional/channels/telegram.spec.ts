@@ -3,7 +3,6 @@ import db from '@adonisjs/lucid/services/db'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { channelsConfig } from '#config/channels'
 import { SENDER_MESSAGES_PER_MINUTE } from '#channels/services/channel_router'
-import { createAgentFor } from '#tests/helpers/agents_fixture'
 import {
   agentOwners,
   createFixtureAgent,
@@ -16,6 +15,7 @@ import {
   configureChannel,
   endChannelTest,
   settle,
+  agentForChannels,
 } from '#tests/helpers/channels'
 import { FakeTelegram } from '#tests/helpers/fake_telegram'
 import { baseUrl } from '#tests/helpers/http'
@@ -52,9 +52,7 @@ test.group('Channels: telegram', (group) => {
   })
 
   async function ownerAndAgent() {
-    const owner = await owners.create()
-    const agent = await createAgentFor(owner, { framework: 'fixture' })
-    return { owner, agent, jwt: jwtFor(owner) }
+    return agentForChannels(await owners.create())
   }
 
   test('a bot token in config connects by long polling; a message is answered in the same chat, once', async ({

@@ -1,6 +1,5 @@
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
-import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { agentOwners } from '#tests/helpers/agents_http'
 import {
   channelStatusOf,
@@ -8,9 +7,10 @@ import {
   configureChannel,
   endChannelTest,
   settle,
+  agentForChannels,
+  waitForChannelState,
 } from '#tests/helpers/channels'
 import { FakeTwitter, type FakeAccount } from '#tests/helpers/fake_twitter'
-import { jwtFor } from '#tests/helpers/identity'
 import { waitFor } from '#tests/helpers/runtime'
 
 /**
@@ -47,12 +47,7 @@ test.group('Channels: twitter', (group) => {
   })
 
   async function ownerAndAgent(options: { sleeping?: boolean } = {}) {
-    const owner = await owners.create()
-    const agent = await createAgentFor(owner, { framework: 'fixture' })
-    if (options.sleeping) {
-      await db.from('agents').where('id', agent.id).update({ sleeping_since: new Date() })
-    }
-    return { owner, agent, jwt: jwtFor(owner) }
+    return agentForChannels(await owners.create(), options)
   }
 
   test('signed credentials connect; a mention is answered as a reply, a long answer as a thread; older mentions are left alone', async ({
@@ -66,10 +61,7 @@ test.group('Channels: twitter', (group) => {
     assert.equal(patched.body().data.config.channels.twitter.accessSecret, '***')
 
     await supervisor('instance-a').tick()
-    await waitFor('connected', async () => {
-      const status = await channelStatusOf(client, jwt, agent.id)
-      return status.twitter.connected
-    })
+    await waitForChannelState(client, jwt, agent.id, 'twitter', 'connected')
     const status = await channelStatusOf(client, jwt, agent.id)
     assert.deepEqual(status.twitter, {
       connected: true,
@@ -112,10 +104,7 @@ test.group('Channels: twitter', (group) => {
     const [holder] = [first, second].filter((one) => one.heldIds().length > 0)
     const other = holder === first ? second : first
     assert.lengthOf(other.heldIds(), 0)
-    await waitFor('connected', async () => {
-      const status = await channelStatusOf(client, jwt, agent.id)
-      return status.twitter.connected
-    })
+    await waitForChannelState(client, jwt, agent.id, 'twitter', 'connected')
 
     const one = x.mention(account, 'first question', { id: '777', username: 'grace' })
     await waitFor('the first reply', () => x.repliesTo(one.id).length > 0)
@@ -147,10 +136,7 @@ test.group('Channels: twitter', (group) => {
     await configureChannel(client, jwt, agent.id, 'twitter', credentials(account))
     const instance = supervisor('instance-a')
     await instance.tick()
-    await waitFor('the error', async () => {
-      const status = await channelStatusOf(client, jwt, agent.id)
-      return status.twitter.state === 'error'
-    })
+    await waitForChannelState(client, jwt, agent.id, 'twitter', 'error')
     const status = await channelStatusOf(client, jwt, agent.id)
     assert.match(status.twitter.lastError, /X refused the credentials/)
     await instance.tick()
@@ -193,17 +179,11 @@ test.group('Channels: twitter', (group) => {
     await configureChannel(client, kept.jwt, kept.agent.id, 'twitter', credentials(keptAccount))
     await instance.tick()
     for (const { agent, jwt } of [revokedLater, kept]) {
-      await waitFor('connected', async () => {
-        const status = await channelStatusOf(client, jwt, agent.id)
-        return status.twitter.connected
-      })
+      await waitForChannelState(client, jwt, agent.id, 'twitter', 'connected')
     }
 
     revokedAccount.revoked = true
-    await waitFor('the error after revocation', async () => {
-      const status = await channelStatusOf(client, revokedLater.jwt, revokedLater.agent.id)
-      return status.twitter.state === 'error'
-    })
+    await waitForChannelState(client, revokedLater.jwt, revokedLater.agent.id, 'twitter', 'error')
     const revokedStatus = await channelStatusOf(client, revokedLater.jwt, revokedLater.agent.id)
     assert.match(revokedStatus.twitter.lastError, /X refused the credentials/)
 

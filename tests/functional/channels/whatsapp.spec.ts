@@ -4,10 +4,13 @@ import { WebSocketServer } from 'ws'
 import type { AddressInfo } from 'node:net'
 import { channelsConfig } from '#config/channels'
 import { claimFreeRows, rowStore, writeReport } from '#channels/services/channel_rows'
-import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { agentOwners } from '#tests/helpers/agents_http'
-import { channelStatusOf, channelSupervisor, endChannelTest } from '#tests/helpers/channels'
-import { jwtFor } from '#tests/helpers/identity'
+import {
+  agentForChannels,
+  channelStatusOf,
+  channelSupervisor,
+  endChannelTest,
+} from '#tests/helpers/channels'
 import { waitFor } from '#tests/helpers/runtime'
 import { connectionStep } from '../../../plugins/whatsapp/connection_events.ts'
 
@@ -34,9 +37,7 @@ test.group('Channels: whatsapp', (group) => {
   })
 
   async function ownerAndAgent(status: 'active' | 'stopped' = 'active') {
-    const owner = await owners.create()
-    const agent = await createAgentFor(owner, { framework: 'fixture', status })
-    return { agent, jwt: jwtFor(owner) }
+    return agentForChannels(await owners.create(), { status })
   }
 
   async function qrReport(raw: string) {
