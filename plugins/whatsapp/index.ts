@@ -1,13 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import makeWASocket, {
-  Browsers,
-  DEFAULT_CONNECTION_CONFIG,
-  type WAMessage,
-  type WASocket,
-} from 'baileys'
-import { definePlugin, type ChannelConnectContext, type ChannelReplier } from '#plugins/types'
+import makeWASocket, { Browsers, DEFAULT_CONNECTION_CONFIG, type WASocket } from 'baileys'
+import { definePlugin } from '#plugins/types'
 import { storedAuthState } from './auth_state.ts'
 import { connectionStep, phoneOf } from './connection_events.ts'
+import { routeMessages } from './messages.ts'
 
 /**
  * WhatsApp through Baileys (WhatsApp Web multi-device). Pairing only:
@@ -28,48 +24,6 @@ function quietLogger() {
   // Its failures reach the owner through the connection's reports; its own log is noise.
   logger.level = 'fatal'
   return logger
-}
-
-function textOf(message: WAMessage): string | undefined {
-  return message.message?.conversation ?? message.message?.extendedTextMessage?.text ?? undefined
-}
-
-function replierFor(socket: WASocket, message: WAMessage): ChannelReplier {
-  return {
-    async send(target, text) {
-      await socket.sendMessage(
-        target.conversationId,
-        { text },
-        target.replyTo ? { quoted: message } : {}
-      )
-    },
-    async typing(conversationId) {
-      await socket.sendPresenceUpdate('composing', conversationId)
-    },
-  }
-}
-
-function routeMessages(socket: WASocket, context: ChannelConnectContext) {
-  socket.ev.on('messages.upsert', ({ messages, type }) => {
-    if (type !== 'notify') return
-    for (const message of messages) {
-      const jid = message.key.remoteJid
-      const text = textOf(message)
-      if (!jid || !text || !message.key.id || !jid.endsWith('@s.whatsapp.net')) continue
-      context
-        .receive(
-          {
-            id: message.key.id,
-            conversationId: jid,
-            sender: { id: jid.split('@')[0], handle: message.pushName ?? undefined },
-            text,
-            fromSelf: message.key.fromMe ?? false,
-          },
-          replierFor(socket, message)
-        )
-        .catch((error) => context.log('whatsapp: routing failed', { error: String(error) }))
-    }
-  })
 }
 
 export default definePlugin({

@@ -10,9 +10,17 @@ import {
   channelStatusOf,
   channelSupervisor,
   endChannelTest,
+  settle,
 } from '#tests/helpers/channels'
 import { waitFor } from '#tests/helpers/runtime'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
+import { startPairing } from '#channels/services/channel_rows'
+import { channelPlugin } from '#channels/services/channel_config'
+import { createFixtureAgent, runtime, waitUntilServing } from '#tests/helpers/agents_http'
+import { jwtFor } from '#tests/helpers/identity'
+import { DEFAULT_CONNECTION_CONFIG, makeEventBuffer, proto, type WAMessage } from 'baileys'
 import { connectionStep } from '../../../plugins/whatsapp/connection_events.ts'
+import { routeMessages, type MessageSocket } from '../../../plugins/whatsapp/messages.ts'
 
 /**
  * WhatsApp pairing. WhatsApp Web's servers (a Noise XX handshake with
@@ -24,7 +32,50 @@ import { connectionStep } from '../../../plugins/whatsapp/connection_events.ts'
  * reports what Baileys' connection.update events become
  * (plugins/whatsapp/connection_events.ts, unit-tested with Baileys' own
  * disconnect codes). Everything between the route and that report is real.
+ *
+ * Messages: the seam is the Baileys socket's event emitter (Baileys' own
+ * event buffer) and its send calls. Inbound messages are Baileys'
+ * protobuf WebMessageInfo as its socket emits them after decryption; the
+ * connector's handler, the ingress router and the chat service are real,
+ * and what the connector asks the socket to send is recorded.
  */
+interface SentOnWhatsApp {
+  jid: string
+  text: string
+  quotedId?: string
+}
+
+/** A Baileys socket's message surface: its real event buffer, sends recorded. */
+function recordingSocket() {
+  const sent: SentOnWhatsApp[] = []
+  const presence: string[] = []
+  const socket = {
+    ev: makeEventBuffer(DEFAULT_CONNECTION_CONFIG.logger.child({ test: 'whatsapp' })),
+    async sendMessage(jid: string, content: { text: string }, options?: { quoted?: WAMessage }) {
+      sent.push({ jid, text: content.text, quotedId: options?.quoted?.key.id ?? undefined })
+      return undefined
+    },
+    async sendPresenceUpdate(type: string) {
+      presence.push(type)
+    },
+  } as unknown as MessageSocket
+  return { socket, sent, presence }
+}
+
+let messageSeq = 0
+function inboundMessage(
+  jid: string,
+  text: string,
+  options: { fromMe?: boolean; pushName?: string } = {}
+) {
+  messageSeq++
+  return proto.WebMessageInfo.fromObject({
+    key: { remoteJid: jid, fromMe: options.fromMe ?? false, id: `3EB0${messageSeq}A1B2C3` },
+    messageTimestamp: Math.floor(Date.now() / 1000),
+    pushName: options.pushName ?? 'Ada',
+    message: { conversation: text },
+  }) as WAMessage
+}
 test.group('Channels: whatsapp', (group) => {
   const owners = agentOwners({ credits: 10_000 })
   const previousWait = channelsConfig.pairingWaitSeconds
@@ -170,5 +221,107 @@ test.group('Channels: whatsapp', (group) => {
       .bearerToken(jwt)
       .json({ channel: 'signal' })
     unknown.assertStatus(400)
+  })
+
+  /** A WhatsApp connection of `agentId` whose connector handler listens on a recording socket. */
+  async function listeningConnector(agentId: string) {
+    const row = await startPairing(agentId, 'whatsapp')
+    const plugin = channelPlugin('whatsapp')
+    const holder = channelSupervisor('instance-a')
+    const context = await holder.contextFor(row, plugin, new AbortController().signal, () => {})
+    const recording = recordingSocket()
+    routeMessages(recording.socket, context)
+    return recording
+  }
+
+  test('a direct message is answered through the ingress router, quoting it; groups, own messages and history are not', async ({
+    client,
+    assert,
+  }) => {
+    const { agent, jwt } = await ownerAndAgent()
+    const { socket, sent, presence } = await listeningConnector(agent.id)
+    const ada = '4915112345678@s.whatsapp.net'
+
+    const question = inboundMessage(ada, 'What is the capital of France?')
+    socket.ev.emit('messages.upsert', { messages: [question], type: 'notify' })
+    const [reply] = await waitFor('the reply', () => sent.length > 0 && sent)
+    assert.equal(reply.jid, ada, 'answered in the same chat')
+    assert.include(reply.text, 'What is the capital of France?', 'the agent answered this message')
+    assert.equal(reply.quotedId, question.key.id, 'quoting it')
+    assert.include(presence, 'composing', 'typing shown while the agent works')
+
+    // Delivered again, a group, the linked phone's own message, history sync: none answered.
+    socket.ev.emit('messages.upsert', { messages: [question], type: 'notify' })
+    socket.ev.emit('messages.upsert', {
+      messages: [inboundMessage('120363025246125888@g.us', 'hello group')],
+      type: 'notify',
+    })
+    socket.ev.emit('messages.upsert', {
+      messages: [inboundMessage(ada, 'note to self', { fromMe: true })],
+      type: 'notify',
+    })
+    socket.ev.emit('messages.upsert', {
+      messages: [inboundMessage(ada, 'an old message')],
+      type: 'append',
+    })
+    socket.ev.emit('messages.upsert', {
+      messages: [inboundMessage(ada, 'And of Italy?')],
+      type: 'notify',
+    })
+    await waitFor('the second reply', () => sent.length >= 2)
+    await settle()
+    assert.lengthOf(sent, 2)
+    assert.include(sent[1].text, 'And of Italy?')
+
+    const history = await db
+      .from('channel_messages')
+      .where({ agent_id: agent.id, channel: 'whatsapp' })
+      .orderBy('received_at')
+    assert.deepEqual(
+      history.map((row) => row.outcome),
+      ['answered', 'answered'],
+      'each answered message recorded once'
+    )
+    const feed = await client.get(`/agents/${agent.id}/feed`).bearerToken(jwt)
+    const contents = feed.body().data.events.map((event: any) => event.content)
+    assert.isTrue(contents.some((content: string) => /Message via channel/.test(content)))
+  })
+
+  test('a sleeping agent is reached on WhatsApp: answered at once, and woken; the allowlist holds', async ({
+    client,
+    assert,
+  }) => {
+    const owner = await owners.create()
+    const jwt = jwtFor(owner)
+    const agent = await createFixtureAgent(client, owner)
+    await waitUntilServing(agent.id)
+    await client
+      .patch(`/agents/${agent.id}`)
+      .bearerToken(jwt)
+      .json({ config: { channels: { whatsapp: { allowFrom: ['4915112345678'] } } } })
+      .then((answer) => answer.assertStatus(200))
+    await agentLifecycle.sleep(agent.id)
+    await agentLifecycle.settled()
+    const service = await runtime()
+    assert.isFalse(await service.isRunning(agent.id))
+
+    const { socket, sent } = await listeningConnector(agent.id)
+    socket.ev.emit('messages.upsert', {
+      messages: [inboundMessage('15550001111@s.whatsapp.net', 'let me in')],
+      type: 'notify',
+    })
+    socket.ev.emit('messages.upsert', {
+      messages: [inboundMessage('4915112345678@s.whatsapp.net', 'wake up please')],
+      type: 'notify',
+    })
+    const [reply] = await waitFor('the reply', () => sent.length > 0 && sent)
+    assert.include(reply.text, 'wake up please')
+    await waitFor('the agent to wake', () => service.isRunning(agent.id), 20_000)
+    await settle()
+    assert.deepEqual(
+      sent.map((message) => message.jid),
+      ['4915112345678@s.whatsapp.net'],
+      'a sender off the allowlist is not answered'
+    )
   })
 })
