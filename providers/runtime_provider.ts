@@ -3,6 +3,7 @@ import { storageDir } from '#core/bootstrap/paths'
 import { PluginRegistry } from '#plugins/plugin_registry'
 import { createDriver, runtimeFolders } from '#runtime/driver_factory'
 import { RuntimeService } from '#runtime/runtime_service'
+import type { ImageSource } from '#runtime/docker/docker_driver'
 import { agentCapacityConfig } from '#config/agent_capacity'
 
 declare module '@adonisjs/core/types' {
@@ -29,7 +30,12 @@ export default class RuntimeProvider {
       const log = (message: string, detail?: Record<string, unknown>) =>
         logger.info(detail ?? {}, `runtime: ${message}`)
       this.#runtime = new RuntimeService({
-        driver: createDriver({ runtime: process.env.AGENT_RUNTIME, storageDir: storage, log }),
+        driver: createDriver({
+          runtime: process.env.AGENT_RUNTIME,
+          images: process.env.AGENT_IMAGES as ImageSource | undefined,
+          storageDir: storage,
+          log,
+        }),
         frameworks: await resolver.make(PluginRegistry),
         agentsDir: runtimeFolders(storage).agentsDir,
         capacity: agentCapacityConfig,

@@ -24,6 +24,7 @@ export default await Env.create(new URL('../', import.meta.url), {
   SMTP_URL: Env.schema.string.optional(),
 
   AGENT_RUNTIME: Env.schema.enum.optional(['process', 'docker', 'kubernetes'] as const),
+  AGENT_IMAGES: Env.schema.enum.optional(['auto', 'registry', 'local'] as const),
   AGENT_BOOT_CONCURRENCY: Env.schema.number.optional(),
   AGENT_MEMORY_BUDGET_MB: Env.schema.number.optional(),
   AGENT_IDLE_SLEEP_SECS: Env.schema.number.optional(),

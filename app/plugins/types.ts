@@ -97,10 +97,27 @@ export interface ProcessLaunchTools {
   log(message: string): void
 }
 
-/** How to launch the framework as a container (docker and kubernetes drivers). */
+/**
+ * How the docker driver builds an image on its own host when `image` cannot
+ * be pulled (no registry reachable) or AGENT_IMAGES=local: this host's
+ * Node.js at /usr/local/bin/node, an unprivileged user 1000 with home
+ * /data, and `npmPackages` from the runtime cache at /opt/<name> (the
+ * package itself at /opt/<name>/node_modules/<name>).
+ */
+export interface LocalImageRecipe {
+  /** Tag of the built image; name the framework and Node versions in it. */
+  tag: string
+  npmPackages?: Array<{ name: string; version: string }>
+  /** The image's command. */
+  command: string[]
+}
+
+/** How to launch the framework as a container (docker and swarm drivers). */
 export interface ContainerLaunch {
   /** Pinned image reference. */
   image: string
+  /** The image built locally instead when `image` cannot be pulled. */
+  localImage?: LocalImageRecipe
   /** Overrides the image's command when set. */
   command?: string[]
   env: Record<string, string>

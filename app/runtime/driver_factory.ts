@@ -1,12 +1,14 @@
 import { join } from 'node:path'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
-import { DockerDriver } from '#runtime/docker/docker_driver'
+import { DockerDriver, type ImageSource } from '#runtime/docker/docker_driver'
 import { ProcessDriver } from '#runtime/process/process_driver'
 import type { ContainerDriver } from '#runtime/types'
 
 export interface DriverSettings {
   /** AGENT_RUNTIME: `process` (default), `docker`, `kubernetes`. */
   runtime?: string
+  /** AGENT_IMAGES: where docker images come from (see DockerDriverOptions.images). */
+  images?: ImageSource
   /** The service's storage folder (STORAGE_DIR-aware, see app/core/bootstrap/paths.ts). */
   storageDir: string
   log?: (message: string, detail?: Record<string, unknown>) => void
@@ -25,7 +27,7 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
     case 'process':
       return new ProcessDriver({ agentsDir, cacheDir, log: settings.log })
     case 'docker':
-      return new DockerDriver({ agentsDir, log: settings.log })
+      return new DockerDriver({ agentsDir, cacheDir, images: settings.images, log: settings.log })
     case 'kubernetes':
       throw new ServiceUnavailableException(
         'AGENT_RUNTIME=kubernetes is not supported by this build; use "process" or "docker"'

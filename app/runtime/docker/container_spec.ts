@@ -34,7 +34,7 @@ export interface ContainerSpecInput {
  * The Engine API body of `POST /containers/create` for one agent: the
  * framework's pinned image; its state on a named volume; memory, CPU and
  * pid limits (no swap beyond the memory limit); every capability dropped
- * and no-new-privileges; its own bridge network; the framework's port
+ * and no-new-privileges; a read-only root file system; its own bridge network; the framework's port
  * published on 127.0.0.1 only (the engine picks the host port); restart on
  * failure a bounded number of times; json-file logs capped in size; labels
  * naming the agent. A pure function: unit-tested without an engine.
@@ -63,6 +63,8 @@ export function buildContainerSpec(input: ContainerSpecInput): Docker.ContainerC
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges:true'],
       Init: true,
+      // Only the state volume and /tmp are writable.
+      ReadonlyRootfs: true,
       Mounts: [{ Type: 'volume', Source: names.volume, Target: input.statePath, ReadOnly: false }],
       Tmpfs: { '/tmp': 'rw,nosuid,nodev,size=256m' },
       PortBindings: { [port]: [{ HostIp: '127.0.0.1', HostPort: '' }] },

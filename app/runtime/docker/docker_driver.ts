@@ -3,7 +3,13 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { join, posix } from 'node:path'
 import Docker from 'dockerode'
 import { AgentNotRunningException, NotFoundException } from '#core/exceptions/api_exceptions'
-import type { AgentFileReader, FrameworkPlugin, RenderedFile } from '#plugins/types'
+import type {
+  AgentFileReader,
+  ContainerLaunch,
+  FrameworkPlugin,
+  LocalImageRecipe,
+  RenderedFile,
+} from '#plugins/types'
 import { agentPaths } from '#runtime/agent_paths'
 import { buildContainerSpec, dockerNames, LABELS } from '#runtime/docker/container_spec'
 import {
@@ -11,6 +17,8 @@ import {
   DockerWorkspaceFiles,
   statInContainer,
 } from '#runtime/docker/docker_files'
+import { buildLocalImage, IMAGE_USER, type StagedPackage } from '#runtime/docker/local_images'
+import { PackageCache } from '#runtime/package_cache'
 import { DockerStreamDemuxer, LineSplitter, demuxDockerLogs } from '#runtime/docker/docker_streams'
 import { createTar, type TarEntry } from '#runtime/files/tar'
 import { resolveWorkspacePath } from '#runtime/files/workspace_path'
@@ -38,7 +46,17 @@ export interface DockerDriverOptions {
   /** How often running agents are inspected for restarts and failures. Default 5 s. */
   pollIntervalMs?: number
   log?: (message: string, detail?: Record<string, unknown>) => void
+  /**
+   * AGENT_IMAGES: `auto` (default: the official image, pulled when missing;
+   * built locally from the plugin's recipe when the pull fails), `registry`
+   * (never build), `local` (always the locally built image).
+   */
+  images?: ImageSource
+  /** `<storage>/runtime`: the npm cache local images take framework packages from. */
+  cacheDir?: string
 }
+
+export type ImageSource = 'auto' | 'registry' | 'local'
 
 /** What the driver remembers of an agent between calls (runtime/docker.json). */
 interface DockerRecord {
@@ -192,8 +210,55 @@ export class DockerDriver implements ContainerDriver {
     return ignoreStatus(this.#container(agentId).inspect(), 404)
   }
 
-  async #ensureImage(image: string) {
-    if (await ignoreStatus(this.#docker.getImage(image).inspect(), 404)) return
+  async #hasImage(image: string) {
+    return Boolean(await ignoreStatus(this.#docker.getImage(image).inspect(), 404))
+  }
+
+  /** The launch to run: the official image, or the locally built one when it cannot be pulled. */
+  async #resolveImage(launch: ContainerLaunch): Promise<ContainerLaunch> {
+    const source = this.options.images ?? 'auto'
+    const recipe = launch.localImage
+    if (source !== 'local' || !recipe) {
+      if (await this.#hasImage(launch.image)) return launch
+      try {
+        await this.#pull(launch.image)
+        return launch
+      } catch (error) {
+        if (source === 'registry' || !recipe) throw error
+        this.#log(`could not pull ${launch.image} (${(error as Error).message}); building locally`)
+      }
+    }
+    if (!(await this.#hasImage(recipe.tag))) await this.#build(recipe)
+    return { ...launch, image: recipe.tag, command: recipe.command, user: IMAGE_USER }
+  }
+
+  /** One build per tag at a time (concurrent starts of one framework share it). */
+  readonly #builds = new Map<string, Promise<void>>()
+
+  #build(recipe: LocalImageRecipe): Promise<void> {
+    let pending = this.#builds.get(recipe.tag)
+    if (!pending) {
+      pending = (async () => {
+        this.#log(`building ${recipe.tag} locally`)
+        const packages: StagedPackage[] = []
+        for (const { name, version } of recipe.npmPackages ?? []) {
+          if (!this.options.cacheDir) throw new Error(`${recipe.tag} needs the runtime npm cache`)
+          const cache = new PackageCache({
+            cacheDir: this.options.cacheDir,
+            log: (message) => this.#log(message),
+          })
+          await cache.ensure(name, version)
+          packages.push({ name, hostRoot: cache.location(name, version).root })
+        }
+        await buildLocalImage(this.#docker, recipe, { packages })
+        this.#log(`built ${recipe.tag}`)
+      })().finally(() => this.#builds.delete(recipe.tag))
+      this.#builds.set(recipe.tag, pending)
+    }
+    return pending
+  }
+
+  async #pull(image: string) {
     this.#log(`pulling ${image}`)
     const stream = await this.#docker.pull(image)
     let last = 0
@@ -251,25 +316,26 @@ export class DockerDriver implements ContainerDriver {
       gatewayToken,
       paths: plugin.containerPaths,
     }
-    const launch = plugin.containerLaunch(context)
-    const record: DockerRecord = {
+    const record = (user: string | undefined): DockerRecord => ({
       framework: plugin.name,
       statePath: plugin.containerPaths.state,
       workspacePath: plugin.containerPaths.workspace,
       containerPort: plugin.defaultPort,
-      owner: parseOwner(launch.user),
+      owner: parseOwner(user),
       stoppedByUser: true,
-    }
+    })
 
     if (current?.State.Running) {
       // A container from before the service restarted: adopt it as it is.
-      await this.#writeRecord(agentId, { ...record, stoppedByUser: false })
+      const adopted = record(current.Config.User)
+      await this.#writeRecord(agentId, { ...adopted, stoppedByUser: false })
       this.#watch(agentId, current.RestartCount)
-      return this.#info(agentId, current, record)
+      return this.#info(agentId, current, adopted)
     }
     if (current) await this.#container(agentId).remove({ force: true })
 
-    await this.#ensureImage(launch.image)
+    const launch = await this.#resolveImage(plugin.containerLaunch(context))
+    const created = record(launch.user)
     await this.#ensureNetwork(agentId)
     await this.#ensureVolume(agentId)
     const container = await this.#docker.createContainer(
@@ -289,15 +355,15 @@ export class DockerDriver implements ContainerDriver {
       ...renderedSkillFiles(plugin, spec.skills),
     ]) {
       if (file.onlyIfMissing) {
-        const base = file.root === 'state' ? record.statePath : record.workspacePath
+        const base = file.root === 'state' ? created.statePath : created.workspacePath
         if (await statInContainer(container, posix.join(base, file.path))) continue
       }
       files.push(file)
     }
-    await container.putArchive(renderedFilesArchive(files, plugin.containerPaths, record.owner), {
-      path: record.statePath,
+    await container.putArchive(renderedFilesArchive(files, plugin.containerPaths, created.owner), {
+      path: created.statePath,
     })
-    await this.#writeRecord(agentId, record)
+    await this.#writeRecord(agentId, created)
     return this.inspect(agentId)
   }
 

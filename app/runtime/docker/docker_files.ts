@@ -98,7 +98,8 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
   async #resolve(input: unknown) {
     const checked = resolveWorkspacePath(input, {
       workspaceAliases: [this.workspace],
-      outsidePrefixes: this.outsidePrefixes.filter((prefix) => !isInside(this.workspace, prefix)),
+      // Workspace aliases are matched first, so a state mount holding the workspace is still refused.
+      outsidePrefixes: this.outsidePrefixes,
     })
     await checkSymlinks(this.container, this.workspace, checked.relative)
     return { ...checked, inContainer: posix.join(this.workspace, checked.relative) }
@@ -178,17 +179,42 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
     if (!(await statInContainer(this.container, target.inContainer))) {
       throw new NotFoundException(`${target.display} not found`)
     }
-    const exec = await this.container.exec({
-      Cmd: ['rm', '-rf', '--', target.inContainer],
+    await removeInContainer(this.container, target.inContainer)
+    return { deleted: target.display }
+  }
+}
+
+/**
+ * The Engine API cannot delete a file, so `rm` runs in the container; images
+ * with no shell tools (those built locally) have Node.js, which does it instead.
+ */
+const REMOVE_COMMANDS = [
+  (path: string) => ['rm', '-rf', '--', path],
+  (path: string) => [
+    'node',
+    '-e',
+    'require("node:fs").rmSync(process.argv[1], { recursive: true, force: true })',
+    path,
+  ],
+]
+/** Exit codes of a command that is not there (or cannot run). */
+const COMMAND_MISSING = new Set([126, 127])
+
+async function removeInContainer(container: Docker.Container, path: string) {
+  let exitCode: number | null | undefined
+  for (const command of REMOVE_COMMANDS) {
+    const exec = await container.exec({
+      Cmd: command(path),
       AttachStdout: true,
       AttachStderr: true,
     })
-    const stream = await exec.start({ hijack: true, stdin: false })
-    await streamToBuffer(stream, 1024 * 1024)
-    const result = await exec.inspect()
-    if (result.ExitCode !== 0) throw new Error(`rm exited with code ${result.ExitCode}`)
-    return { deleted: target.display }
+    await streamToBuffer(await exec.start({ hijack: true, stdin: false }), 1024 * 1024)
+    const inspected = await exec.inspect()
+    exitCode = inspected.ExitCode
+    if (exitCode === 0) return
+    if (!COMMAND_MISSING.has(exitCode ?? 0)) break
   }
+  throw new Error(`removing ${path} in the container failed (exit code ${exitCode})`)
 }
 
 /** Plugins' read access to a container's state and workspace. */

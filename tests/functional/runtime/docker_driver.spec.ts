@@ -55,6 +55,11 @@ test.group('Runtime / docker driver against a live engine', (group) => {
 
       const engine = await new Docker().getContainer(dockerNames(agentId).container).inspect()
       assert.deepEqual(engine.HostConfig.CapDrop, ['ALL'])
+      assert.isTrue(engine.HostConfig.ReadonlyRootfs, 'read-only root file system')
+      assert.include(engine.HostConfig.SecurityOpt ?? [], 'no-new-privileges:true')
+      // No registry here: the fixture's image was built on this host from its Node.js.
+      assert.match(engine.Config.Image, /^agent-host\/fixture:1\.0\.0-node/)
+      assert.equal(engine.Config.User, '1000:1000')
       assert.equal(engine.Config.Labels['agent-host.agent-id'], agentId)
 
       const reply = await runtime.chat(agentId, {

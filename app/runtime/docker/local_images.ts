@@ -1,0 +1,140 @@
+import { execFile, spawn } from 'node:child_process'
+import { chmod, copyFile, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { existsSync, realpathSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { promisify } from 'node:util'
+import type Docker from 'dockerode'
+import type { LocalImageRecipe } from '#plugins/types'
+
+const run = promisify(execFile)
+
+/** Where Node.js sits in a locally built image (recipes' commands name it). */
+export const IMAGE_NODE = '/usr/local/bin/node'
+/** The uid:gid agents run as in locally built images. */
+export const IMAGE_USER = '1000:1000'
+
+/** An npm package of a recipe, already installed on this host. */
+export interface StagedPackage {
+  name: string
+  /** The install's root on this host (holding node_modules/<name>). */
+  hostRoot: string
+}
+
+/** Shared libraries a binary loads, as `ldd` names them (the loader included). */
+export async function sharedLibraries(binary: string): Promise<string[]> {
+  const { stdout } = await run('ldd', [binary])
+  const paths = new Set<string>()
+  for (const line of stdout.split('\n')) {
+    const match = line.match(/(?:=>\s*)?(\/\S+)\s+\(0x/)
+    if (match) paths.add(match[1])
+  }
+  return [...paths]
+}
+
+/**
+ * The root file system of a minimal image: this host's Node.js binary and
+ * the libraries it loads, CA certificates, an unprivileged `agent` user
+ * (1000) and its /data home, and the recipe's npm packages at
+ * /opt/<name>. Nothing else: no shell, no package manager.
+ */
+async function stageRootfs(root: string, nodeExecutable: string, packages: StagedPackage[]) {
+  const node = realpathSync(nodeExecutable)
+  await mkdir(join(root, 'usr/local/bin'), { recursive: true })
+  await copyFile(node, join(root, IMAGE_NODE))
+  await chmod(join(root, IMAGE_NODE), 0o755)
+  for (const library of await sharedLibraries(node)) {
+    await mkdir(join(root, dirname(library)), { recursive: true })
+    // The file a symlink names, under the name the loader asks for.
+    await copyFile(realpathSync(library), join(root, library))
+  }
+  await mkdir(join(root, 'etc/ssl/certs'), { recursive: true })
+  for (const bundle of ['/etc/ssl/certs/ca-certificates.crt']) {
+    if (existsSync(bundle)) await copyFile(bundle, join(root, bundle))
+  }
+  await writeFile(
+    join(root, 'etc/passwd'),
+    'root:x:0:0:root:/root:/sbin/nologin\nagent:x:1000:1000:agent:/data:/sbin/nologin\n'
+  )
+  await writeFile(join(root, 'etc/group'), 'root:x:0:\nagent:x:1000:\n')
+  await writeFile(
+    join(root, 'etc/nsswitch.conf'),
+    'passwd: files\ngroup: files\nhosts: files dns\n'
+  )
+  for (const folder of ['tmp', 'data']) {
+    await mkdir(join(root, folder), { recursive: true })
+    // The archive holds root-owned files only; a new state volume on /data copies this mode,
+    // so the agent's user can write there (each agent has its own volume).
+    await chmod(join(root, folder), 0o1777)
+  }
+  for (const pkg of packages) {
+    await cp(pkg.hostRoot, join(root, 'opt', pkg.name), { recursive: true, verbatimSymlinks: true })
+  }
+}
+
+/** Streams `root` as a tar archive with numeric owners (agent files 1000, the rest root). */
+function tarOf(root: string) {
+  const child = spawn('tar', ['-C', root, '--numeric-owner', '--owner=0', '--group=0', '-c', '.'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stderr = ''
+  child.stderr.on('data', (chunk) => (stderr += chunk))
+  const done = new Promise<void>((resolve, reject) => {
+    child.once('error', reject)
+    child.once('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`tar exited ${code}: ${stderr.trim()}`))
+    )
+  })
+  return { stream: child.stdout, done }
+}
+
+/**
+ * Builds `recipe.tag` on this host with `docker import`-style
+ * `POST /images/create?fromSrc=-` (no registry, no Dockerfile, no build
+ * kit): used when the framework's official image cannot be pulled.
+ */
+export async function buildLocalImage(
+  docker: Docker,
+  recipe: LocalImageRecipe,
+  options: { nodeExecutable?: string; packages?: StagedPackage[] } = {}
+): Promise<void> {
+  const root = await mkdtemp(join(tmpdir(), 'agent-host-image-'))
+  try {
+    await stageRootfs(root, options.nodeExecutable ?? process.execPath, options.packages ?? [])
+    const [repo, tag] = splitTag(recipe.tag)
+    const tar = tarOf(root)
+    const response = (await docker.importImage(
+      tar.stream as never,
+      {
+        repo,
+        tag,
+        changes: [
+          'ENV PATH=/usr/local/bin:/usr/bin:/bin',
+          'ENV HOME=/data',
+          `USER ${IMAGE_USER}`,
+          'WORKDIR /data',
+          `CMD ${JSON.stringify(recipe.command)}`,
+        ],
+      } as never
+    )) as unknown as NodeJS.ReadableStream
+    await new Promise<void>((resolve, reject) => {
+      docker.modem.followProgress(response, (error: Error | null, events: any[]) => {
+        const failed = events?.find((event) => event?.error)
+        if (error || failed) reject(error ?? new Error(String(failed.error)))
+        else resolve()
+      })
+    })
+    await tar.done
+  } finally {
+    await rm(root, { recursive: true, force: true })
+  }
+}
+
+/** `repo[:tag]` with a registry port (`host:5000/repo:tag`) kept in the repo. */
+export function splitTag(reference: string): [string, string] {
+  const colon = reference.lastIndexOf(':')
+  if (colon > reference.lastIndexOf('/')) {
+    return [reference.slice(0, colon), reference.slice(colon + 1)]
+  }
+  return [reference, 'latest']
+}
