@@ -23,7 +23,8 @@ export default await Env.create(new URL('../', import.meta.url), {
   REDIS_URL: Env.schema.string.optional(),
   SMTP_URL: Env.schema.string.optional(),
 
-  AGENT_RUNTIME: Env.schema.enum.optional(['process', 'docker', 'kubernetes'] as const),
+  AGENT_RUNTIME: Env.schema.enum.optional(['process', 'docker', 'swarm', 'kubernetes'] as const),
+  SWARM_PUBLISH_HOST: Env.schema.string.optional(),
   AGENT_IMAGES: Env.schema.enum.optional(['auto', 'registry', 'local'] as const),
   AGENT_BOOT_CONCURRENCY: Env.schema.number.optional(),
   AGENT_MEMORY_BUDGET_MB: Env.schema.number.optional(),

@@ -2,10 +2,11 @@ import { join } from 'node:path'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import { DockerDriver, type ImageSource } from '#runtime/docker/docker_driver'
 import { ProcessDriver } from '#runtime/process/process_driver'
+import { SwarmDriver } from '#runtime/swarm/swarm_driver'
 import type { ContainerDriver } from '#runtime/types'
 
 export interface DriverSettings {
-  /** AGENT_RUNTIME: `process` (default), `docker`, `kubernetes`. */
+  /** AGENT_RUNTIME: `process` (default), `docker`, `swarm` (`kubernetes` answers 503). */
   runtime?: string
   /** AGENT_IMAGES: where docker images come from (see DockerDriverOptions.images). */
   images?: ImageSource
@@ -28,9 +29,17 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
       return new ProcessDriver({ agentsDir, cacheDir, log: settings.log })
     case 'docker':
       return new DockerDriver({ agentsDir, cacheDir, images: settings.images, log: settings.log })
+    case 'swarm':
+      return new SwarmDriver({
+        agentsDir,
+        cacheDir,
+        images: settings.images,
+        publishHost: process.env.SWARM_PUBLISH_HOST,
+        log: settings.log,
+      })
     case 'kubernetes':
       throw new ServiceUnavailableException(
-        'AGENT_RUNTIME=kubernetes is not supported by this build; use "process" or "docker"'
+        'AGENT_RUNTIME=kubernetes is not supported by this build; use "process", "docker" or "swarm"'
       )
     default:
       throw new ServiceUnavailableException(`Unknown AGENT_RUNTIME "${runtime}"`)

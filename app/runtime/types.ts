@@ -14,7 +14,7 @@ import type {
 
 export type { AgentFileReader, AgentResources, AgentSkillFile, ChatTurn } from '#plugins/types'
 
-export type DriverName = 'process' | 'docker'
+export type DriverName = 'process' | 'docker' | 'swarm'
 
 /** What the agents layer hands the runtime to start or reconfigure an agent. */
 export interface AgentRuntimeSpec {

@@ -28,6 +28,7 @@ import type {
   ContainerInfo,
   ContainerUsage,
   CreateRequest,
+  DriverName,
   RuntimeEvent,
   RuntimeEventListener,
   SkillChange,
@@ -59,7 +60,7 @@ export interface DockerDriverOptions {
 export type ImageSource = 'auto' | 'registry' | 'local'
 
 /** What the driver remembers of an agent between calls (runtime/docker.json). */
-interface DockerRecord {
+export interface DockerRecord {
   framework: string
   statePath: string
   workspacePath: string
@@ -73,7 +74,7 @@ function statusOf(error: unknown): number | undefined {
   return (error as { statusCode?: number } | undefined)?.statusCode
 }
 
-async function ignoreStatus<T>(work: Promise<T>, ...statuses: number[]): Promise<T | undefined> {
+export async function ignoreStatus<T>(work: Promise<T>, ...statuses: number[]): Promise<T | undefined> {
   try {
     return await work
   } catch (error) {
@@ -82,7 +83,7 @@ async function ignoreStatus<T>(work: Promise<T>, ...statuses: number[]): Promise
   }
 }
 
-function parseOwner(user: string | undefined): { uid: number; gid: number } {
+export function parseOwner(user: string | undefined): { uid: number; gid: number } {
   const [uid, gid] = (user ?? '').split(':').map(Number)
   return {
     uid: Number.isInteger(uid) ? uid : 0,
@@ -155,26 +156,35 @@ export function renderedFilesArchive(
  * this driver polls them for restarts and failures to emit events.
  */
 export class DockerDriver implements ContainerDriver {
-  readonly name = 'docker' as const
+  readonly name: DriverName = 'docker'
   readonly #docker: Docker
   readonly #listeners = new Set<RuntimeEventListener>()
   readonly #watched = new Map<string, { restartCount: number; failed: boolean }>()
   #poller?: NodeJS.Timeout
 
-  constructor(private readonly options: DockerDriverOptions) {
+  constructor(protected readonly options: DockerDriverOptions) {
     this.#docker = options.docker ?? new Docker()
   }
 
-  #log(message: string, detail?: Record<string, unknown>) {
+  /** The Engine API client (for drivers built on this one). */
+  protected get engine(): Docker {
+    return this.#docker
+  }
+
+  protected unwatch(agentId: string) {
+    this.#watched.delete(agentId)
+  }
+
+  protected log(message: string, detail?: Record<string, unknown>) {
     this.options.log?.(message, detail)
   }
 
-  #emit(event: RuntimeEvent) {
+  protected emit(event: RuntimeEvent) {
     for (const listener of this.#listeners) {
       try {
         listener(event)
       } catch (error) {
-        this.#log(`runtime event listener failed: ${(error as Error).message}`)
+        this.log(`runtime event listener failed: ${(error as Error).message}`)
       }
     }
   }
@@ -188,7 +198,7 @@ export class DockerDriver implements ContainerDriver {
     return join(agentPaths(this.options.agentsDir, agentId).runtime, 'docker.json')
   }
 
-  async #readRecord(agentId: string): Promise<DockerRecord | undefined> {
+  protected async readRecord(agentId: string): Promise<DockerRecord | undefined> {
     try {
       return JSON.parse(await readFile(this.#recordFile(agentId), 'utf8')) as DockerRecord
     } catch {
@@ -196,18 +206,20 @@ export class DockerDriver implements ContainerDriver {
     }
   }
 
-  async #writeRecord(agentId: string, record: DockerRecord) {
+  protected async writeRecord(agentId: string, record: DockerRecord) {
     const file = this.#recordFile(agentId)
     await mkdir(join(file, '..'), { recursive: true, mode: 0o700 })
     await writeFile(file, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 })
   }
 
-  #container(agentId: string) {
+  /** The agent's container (it may not exist: calls on it then fail with 404). */
+  protected async containerOf(agentId: string): Promise<Docker.Container> {
     return this.#docker.getContainer(dockerNames(agentId).container)
   }
 
   async #inspectContainer(agentId: string): Promise<Docker.ContainerInspectInfo | undefined> {
-    return ignoreStatus(this.#container(agentId).inspect(), 404)
+    const container = await this.containerOf(agentId)
+    return ignoreStatus(container.inspect(), 404)
   }
 
   async #hasImage(image: string) {
@@ -215,7 +227,7 @@ export class DockerDriver implements ContainerDriver {
   }
 
   /** The launch to run: the official image, or the locally built one when it cannot be pulled. */
-  async #resolveImage(launch: ContainerLaunch): Promise<ContainerLaunch> {
+  protected async resolveImage(launch: ContainerLaunch): Promise<ContainerLaunch> {
     const source = this.options.images ?? 'auto'
     const recipe = launch.localImage
     if (source !== 'local' || !recipe) {
@@ -225,7 +237,7 @@ export class DockerDriver implements ContainerDriver {
         return launch
       } catch (error) {
         if (source === 'registry' || !recipe) throw error
-        this.#log(`could not pull ${launch.image} (${(error as Error).message}); building locally`)
+        this.log(`could not pull ${launch.image} (${(error as Error).message}); building locally`)
       }
     }
     if (!(await this.#hasImage(recipe.tag))) await this.#build(recipe)
@@ -239,19 +251,19 @@ export class DockerDriver implements ContainerDriver {
     let pending = this.#builds.get(recipe.tag)
     if (!pending) {
       pending = (async () => {
-        this.#log(`building ${recipe.tag} locally`)
+        this.log(`building ${recipe.tag} locally`)
         const packages: StagedPackage[] = []
         for (const { name, version } of recipe.npmPackages ?? []) {
           if (!this.options.cacheDir) throw new Error(`${recipe.tag} needs the runtime npm cache`)
           const cache = new PackageCache({
             cacheDir: this.options.cacheDir,
-            log: (message) => this.#log(message),
+            log: (message) => this.log(message),
           })
           await cache.ensure(name, version)
           packages.push({ name, hostRoot: cache.location(name, version).root })
         }
         await buildLocalImage(this.#docker, recipe, { packages })
-        this.#log(`built ${recipe.tag}`)
+        this.log(`built ${recipe.tag}`)
       })().finally(() => this.#builds.delete(recipe.tag))
       this.#builds.set(recipe.tag, pending)
     }
@@ -259,7 +271,7 @@ export class DockerDriver implements ContainerDriver {
   }
 
   async #pull(image: string) {
-    this.#log(`pulling ${image}`)
+    this.log(`pulling ${image}`)
     const stream = await this.#docker.pull(image)
     let last = 0
     await new Promise<void>((resolve, reject) => {
@@ -269,13 +281,13 @@ export class DockerDriver implements ContainerDriver {
         (event: { status?: string; progress?: string; id?: string }) => {
           if (Date.now() - last < 3000) return
           last = Date.now()
-          this.#log(
+          this.log(
             `pulling ${image}: ${event.status ?? ''} ${event.id ?? ''} ${event.progress ?? ''}`.trim()
           )
         }
       )
     })
-    this.#log(`pulled ${image}`)
+    this.log(`pulled ${image}`)
   }
 
   async #ensureNetwork(agentId: string) {
@@ -291,7 +303,7 @@ export class DockerDriver implements ContainerDriver {
     )
   }
 
-  async #ensureVolume(agentId: string) {
+  protected async ensureVolume(agentId: string) {
     const name = dockerNames(agentId).volume
     if (await ignoreStatus(this.#docker.getVolume(name).inspect(), 404)) return
     await this.#docker.createVolume({
@@ -328,16 +340,19 @@ export class DockerDriver implements ContainerDriver {
     if (current?.State.Running) {
       // A container from before the service restarted: adopt it as it is.
       const adopted = record(current.Config.User)
-      await this.#writeRecord(agentId, { ...adopted, stoppedByUser: false })
-      this.#watch(agentId, current.RestartCount)
+      await this.writeRecord(agentId, { ...adopted, stoppedByUser: false })
+      this.watch(agentId, current.RestartCount)
       return this.#info(agentId, current, adopted)
     }
-    if (current) await this.#container(agentId).remove({ force: true })
+    if (current) {
+      const previous = await this.containerOf(agentId)
+      await previous.remove({ force: true })
+    }
 
-    const launch = await this.#resolveImage(plugin.containerLaunch(context))
+    const launch = await this.resolveImage(plugin.containerLaunch(context))
     const created = record(launch.user)
     await this.#ensureNetwork(agentId)
-    await this.#ensureVolume(agentId)
+    await this.ensureVolume(agentId)
     const container = await this.#docker.createContainer(
       buildContainerSpec({
         agentId,
@@ -363,43 +378,46 @@ export class DockerDriver implements ContainerDriver {
     await container.putArchive(renderedFilesArchive(files, plugin.containerPaths, created.owner), {
       path: created.statePath,
     })
-    await this.#writeRecord(agentId, created)
+    await this.writeRecord(agentId, created)
     return this.inspect(agentId)
   }
 
   async start(agentId: string): Promise<ContainerInfo> {
-    const record = await this.#readRecord(agentId)
+    const record = await this.readRecord(agentId)
     if (!record || !(await this.#inspectContainer(agentId))) {
       throw new NotFoundException(`Agent ${agentId} has no container`)
     }
-    await ignoreStatus(this.#container(agentId).start(), 304)
-    await this.#writeRecord(agentId, { ...record, stoppedByUser: false })
+    const container = await this.containerOf(agentId)
+    await ignoreStatus(container.start(), 304)
+    await this.writeRecord(agentId, { ...record, stoppedByUser: false })
     const info = await this.inspect(agentId)
     if (info.containerId) {
-      this.#emit({ type: 'started', agentId, containerId: info.containerId, at: new Date() })
+      this.emit({ type: 'started', agentId, containerId: info.containerId, at: new Date() })
     }
-    this.#watch(agentId, info.restartCount)
+    this.watch(agentId, info.restartCount)
     return info
   }
 
   async stop(agentId: string): Promise<void> {
-    const record = await this.#readRecord(agentId)
-    if (record) await this.#writeRecord(agentId, { ...record, stoppedByUser: true })
+    const record = await this.readRecord(agentId)
+    if (record) await this.writeRecord(agentId, { ...record, stoppedByUser: true })
     this.#watched.delete(agentId)
     const current = await this.#inspectContainer(agentId)
     if (!current) return
+    const container = await this.containerOf(agentId)
     await ignoreStatus(
-      this.#container(agentId).stop({ t: Math.ceil((this.options.stopGraceMs ?? 10_000) / 1000) }),
+      container.stop({ t: Math.ceil((this.options.stopGraceMs ?? 10_000) / 1000) }),
       304,
       404
     )
-    if (current.State.Running) this.#emit({ type: 'stopped', agentId, at: new Date() })
+    if (current.State.Running) this.emit({ type: 'stopped', agentId, at: new Date() })
   }
 
   async remove(agentId: string): Promise<void> {
     await this.stop(agentId)
     const names = dockerNames(agentId)
-    await ignoreStatus(this.#container(agentId).remove({ force: true }), 404)
+    const container = await this.containerOf(agentId)
+    await ignoreStatus(container.remove({ force: true }), 404)
     await ignoreStatus(this.#docker.getVolume(names.volume).remove(), 404)
     await ignoreStatus(this.#docker.getNetwork(names.network).remove(), 404)
     await rm(agentPaths(this.options.agentsDir, agentId).root, { recursive: true, force: true })
@@ -440,7 +458,7 @@ export class DockerDriver implements ContainerDriver {
   async inspect(agentId: string): Promise<ContainerInfo> {
     const [container, record] = await Promise.all([
       this.#inspectContainer(agentId),
-      this.#readRecord(agentId),
+      this.readRecord(agentId),
     ])
     if (container) return this.#info(agentId, container, record)
     return {
@@ -457,15 +475,17 @@ export class DockerDriver implements ContainerDriver {
   }
 
   async usage(agentId: string): Promise<ContainerUsage> {
-    const container = await this.#inspectContainer(agentId)
-    if (!container?.State.Running) throw new AgentNotRunningException()
-    const stats = await this.#container(agentId).stats({ stream: false })
-    return usageFromDockerStats(stats, container.HostConfig.Memory ?? undefined)
+    const inspected = await this.#inspectContainer(agentId)
+    if (!inspected?.State.Running) throw new AgentNotRunningException()
+    const container = await this.containerOf(agentId)
+    const stats = await container.stats({ stream: false })
+    return usageFromDockerStats(stats, inspected.HostConfig.Memory ?? undefined)
   }
 
   async logs(agentId: string, tail: number): Promise<string[]> {
     if (!(await this.#inspectContainer(agentId))) return []
-    const raw = (await this.#container(agentId).logs({
+    const container = await this.containerOf(agentId)
+    const raw = (await container.logs({
       stdout: true,
       stderr: true,
       follow: false,
@@ -477,7 +497,8 @@ export class DockerDriver implements ContainerDriver {
   }
 
   async *followLogs(agentId: string, options: { tail?: number; signal?: AbortSignal }) {
-    const stream = (await this.#container(agentId).logs({
+    const container = await this.containerOf(agentId)
+    const stream = (await container.logs({
       stdout: true,
       stderr: true,
       follow: true,
@@ -506,20 +527,22 @@ export class DockerDriver implements ContainerDriver {
     return record
   }
 
-  /** The driver's record is read on first use: files() and reader() stay synchronous. */
-  #lazy<T extends object>(agentId: string, make: (record: DockerRecord) => T) {
+  /** Record and container are looked up on first use: files() and reader() stay synchronous. */
+  #lazy<T extends object>(
+    agentId: string,
+    make: (container: Docker.Container, record: DockerRecord) => T
+  ) {
     let loaded: Promise<T> | undefined
     return () =>
-      (loaded ??= this.#readRecord(agentId).then((found) =>
-        make(this.#requireRecord(found, agentId))
+      (loaded ??= Promise.all([this.containerOf(agentId), this.readRecord(agentId)]).then(
+        ([container, found]) => make(container, this.#requireRecord(found, agentId))
       ))
   }
 
   files(agentId: string): WorkspaceFiles {
-    const container = this.#container(agentId)
     const load = this.#lazy(
       agentId,
-      (record) =>
+      (container, record) =>
         new DockerWorkspaceFiles(container, record.workspacePath, [record.statePath], record.owner)
     )
     return {
@@ -531,11 +554,11 @@ export class DockerDriver implements ContainerDriver {
   }
 
   async syncSkills(agentId: string, plugin: FrameworkPlugin, change: SkillChange): Promise<void> {
-    const record = await this.#readRecord(agentId)
+    const record = await this.readRecord(agentId)
     const current = await this.#inspectContainer(agentId)
     // No container yet: the skills are rendered when it is created.
     if (!record || !current) return
-    const container = this.#container(agentId)
+    const container = await this.containerOf(agentId)
     const files = renderedSkillFiles(plugin, change.write)
     if (files.length > 0) {
       await container.putArchive(renderedFilesArchive(files, plugin.containerPaths, record.owner), {
@@ -564,10 +587,9 @@ export class DockerDriver implements ContainerDriver {
   }
 
   reader(agentId: string): AgentFileReader {
-    const container = this.#container(agentId)
     const load = this.#lazy(
       agentId,
-      (record) =>
+      (container, record) =>
         new DockerAgentReader(container, {
           state: record.statePath,
           workspace: record.workspacePath,
@@ -579,7 +601,7 @@ export class DockerDriver implements ContainerDriver {
     }
   }
 
-  #watch(agentId: string, restartCount: number) {
+  protected watch(agentId: string, restartCount: number) {
     this.#watched.set(agentId, { restartCount, failed: false })
     if (this.#poller) return
     this.#poller = setInterval(() => void this.#poll(), this.options.pollIntervalMs ?? 5000)
@@ -592,7 +614,7 @@ export class DockerDriver implements ContainerDriver {
         const info = await this.inspect(agentId)
         if (info.restartCount > seen.restartCount) {
           seen.restartCount = info.restartCount
-          this.#emit({
+          this.emit({
             type: 'restarting',
             agentId,
             restartCount: info.restartCount,
@@ -602,7 +624,7 @@ export class DockerDriver implements ContainerDriver {
         }
         if (info.state === 'error' && !seen.failed) {
           seen.failed = true
-          this.#emit({
+          this.emit({
             type: 'error',
             agentId,
             message: `container ${info.lastError ?? 'failed'}; Docker gave up restarting it`,
@@ -611,7 +633,7 @@ export class DockerDriver implements ContainerDriver {
           })
         }
       } catch (error) {
-        this.#log(`docker poll of ${agentId} failed: ${(error as Error).message}`)
+        this.log(`docker poll of ${agentId} failed: ${(error as Error).message}`)
       }
     }
   }

@@ -1,0 +1,152 @@
+import { randomUUID } from 'node:crypto'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { test } from '@japa/runner'
+import Docker from 'dockerode'
+import { dockerConfigured } from '#runtime/docker/docker_driver'
+import { dockerNames } from '#runtime/docker/container_spec'
+import { RuntimeService } from '#runtime/runtime_service'
+import { SwarmDriver } from '#runtime/swarm/swarm_driver'
+import { fixtureSpec, testRegistry } from '#tests/helpers/runtime'
+
+/**
+ * The swarm driver against a live single-node swarm: the test initialises
+ * the swarm when the engine is not part of one, and leaves it again after.
+ */
+let engineAbsent: boolean | undefined
+async function noEngine(): Promise<boolean> {
+  if (engineAbsent !== undefined) return engineAbsent
+  engineAbsent =
+    !dockerConfigured() ||
+    !(await new Docker().ping().then(
+      () => true,
+      () => false
+    ))
+  if (engineAbsent) console.log('  SKIPPED: no Docker engine answers here')
+  return engineAbsent
+}
+
+test.group('Runtime / swarm driver against a live single-node swarm', (group) => {
+  const docker = new Docker()
+  let agentsDir: string
+  let initialised = false
+  const drivers: SwarmDriver[] = []
+  const created: string[] = []
+
+  function swarmRuntime(): { runtime: RuntimeService; driver: SwarmDriver } {
+    const driver = new SwarmDriver({ agentsDir, pollIntervalMs: 500, stopGraceMs: 3000 })
+    drivers.push(driver)
+    return { driver, runtime: undefined as unknown as RuntimeService }
+  }
+
+  group.setup(async () => {
+    if (await noEngine()) return
+    agentsDir = await mkdtemp(join(tmpdir(), 'agent-host-swarm-'))
+    const info = (await docker.info()) as { Swarm?: { LocalNodeState?: string } }
+    if (info.Swarm?.LocalNodeState !== 'active') {
+      await docker.swarmInit({ ListenAddr: '127.0.0.1:2377', AdvertiseAddr: '127.0.0.1' })
+      initialised = true
+    }
+  })
+  group.teardown(async () => {
+    if (!agentsDir) return
+    const cleanup = new SwarmDriver({ agentsDir })
+    for (const agentId of created) await cleanup.remove(agentId).catch(() => undefined)
+    for (const driver of drivers) await driver.close()
+    if (initialised) await docker.swarmLeave({ force: true }).catch(() => undefined)
+    await rm(agentsDir, { recursive: true, force: true })
+  })
+
+  test(
+    'an agent is a one-replica service: ready, chat, files, limits, stop scales to 0, start, remove'
+  )
+    .skip(() => engineAbsent === true, 'no Docker engine')
+    .timeout(300_000)
+    .run(async ({ assert }) => {
+      if (await noEngine()) return
+      const { driver } = swarmRuntime()
+      const runtime = new RuntimeService({ driver, frameworks: await testRegistry(), agentsDir })
+      const agentId = randomUUID()
+      created.push(agentId)
+
+      const started = await runtime.ensureStarted(fixtureSpec(agentId), {
+        waitReady: true,
+        timeoutMs: 240_000,
+      })
+      assert.equal(started.driver, 'swarm')
+      assert.equal(started.state, 'running')
+
+      const service = await docker.getService(dockerNames(agentId).container).inspect()
+      assert.equal(service.Spec.Mode.Replicated.Replicas, 1)
+      const task = service.Spec.TaskTemplate
+      assert.deepEqual(task.ContainerSpec.CapabilityDrop, ['ALL'])
+      assert.isTrue(task.ContainerSpec.ReadOnly)
+      assert.equal(task.Resources.Limits.MemoryBytes, 256 * 1024 * 1024)
+      assert.equal(task.Resources.Reservations.MemoryBytes, 256 * 1024 * 1024)
+      assert.equal(task.Resources.Limits.Pids, 64)
+      assert.equal(task.RestartPolicy.Condition, 'on-failure')
+      assert.match(task.Placement.Constraints[0], /^node\.id==/)
+
+      const reply = await runtime.chat(agentId, {
+        conversationId: 'c',
+        messages: [{ role: 'user', content: 'hello swarm' }],
+      })
+      assert.equal(reply.content, 'echo: hello swarm')
+      const files = await runtime.files(agentId)
+      await files.write('/notes/a.txt', 'in a task')
+      assert.deepEqual(await files.read('notes/a.txt'), { content: 'in a task', size: 9 })
+      const figures = await runtime.monitoring(agentId)
+      assert.isAbove(figures.memoryMb, 5)
+
+      await runtime.stop(agentId)
+      const stoppedStatus = await runtime.status(agentId)
+      assert.equal(stoppedStatus.state, 'stopped')
+      const scaled = await docker.getService(dockerNames(agentId).container).inspect()
+      assert.equal(scaled.Spec.Mode.Replicated.Replicas, 0, 'stopping scales to 0')
+
+      // The state volume kept the file: a new task sees it.
+      await runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 120_000 })
+      const again = await runtime.files(agentId)
+      assert.deepEqual(await again.read('notes/a.txt'), { content: 'in a task', size: 9 })
+
+      await runtime.remove(agentId)
+      const removedStatus = await runtime.status(agentId)
+      assert.equal(removedStatus.state, 'absent')
+      const volumes = await docker.listVolumes({ filters: { name: [dockerNames(agentId).volume] } })
+      assert.lengthOf(volumes.Volumes ?? [], 0, 'its volume is gone')
+    })
+
+  test('two service instances creating one agent at once make one service, never two')
+    .skip(() => engineAbsent === true, 'no Docker engine')
+    .timeout(300_000)
+    .run(async ({ assert }) => {
+      if (await noEngine()) return
+      const registry = await testRegistry()
+      const first = new RuntimeService({
+        driver: swarmRuntime().driver,
+        frameworks: registry,
+        agentsDir,
+      })
+      const second = new RuntimeService({
+        driver: swarmRuntime().driver,
+        frameworks: registry,
+        agentsDir,
+      })
+      const agentId = randomUUID()
+      created.push(agentId)
+      const results = await Promise.allSettled([
+        first.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 240_000 }),
+        second.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 240_000 }),
+      ])
+      assert.isTrue(results.some((result) => result.status === 'fulfilled'))
+      const services = await docker.listServices({
+        filters: { name: [dockerNames(agentId).container] },
+      })
+      assert.lengthOf(services, 1)
+      const running = (await docker.listTasks({
+        filters: { 'service': [dockerNames(agentId).container], 'desired-state': ['running'] },
+      })) as any[]
+      assert.lengthOf(running, 1, 'one task runs the agent')
+    })
+})
