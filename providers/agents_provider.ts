@@ -7,12 +7,15 @@ import type { ApplicationService } from '@adonisjs/core/types'
  *   starts resumed ones;
  * - at server start (not in tests unless AGENTS_RECOVER_ON_BOOT=true; never
  *   with AGENTS_RECOVER_ON_BOOT=false) the containers of `active` agents
- *   are adopted or started again, in the background;
+ *   are adopted or started again, in the background; on a shared engine
+ *   (docker, swarm) the holder of the reconcile lease does it, again
+ *   every minute, and another instance takes over when it dies;
  * - in the web server, agents idle for AGENT_IDLE_SLEEP_SECS are put to
  *   sleep (checked every 30 s).
  */
 export default class AgentsProvider {
   #idleTimer?: NodeJS.Timeout
+  #reconciler?: import('#runtime/services/engine_reconciler').EngineReconciler
 
   constructor(protected app: ApplicationService) {}
 
@@ -42,9 +45,8 @@ export default class AgentsProvider {
     }
 
     if (this.#shouldRecover()) {
-      agentLifecycle
-        .recover()
-        .then((result) =>
+      const recover = () =>
+        agentLifecycle.recover().then((result) =>
           logger.info(
             {
               adopted: result.adopted.length,
@@ -55,12 +57,24 @@ export default class AgentsProvider {
             'agents: containers recovered'
           )
         )
-        .catch((error) => logger.error({ err: error }, 'agents: recovery failed'))
+      if (runtime.driver.name === 'process') {
+        // Local processes are this instance's own: it recovers them once, at boot.
+        recover().catch((error) => logger.error({ err: error }, 'agents: recovery failed'))
+      } else {
+        // A shared engine: one instance at a time reconciles it (a lease in PostgreSQL).
+        const { EngineReconciler } = await import('#runtime/services/engine_reconciler')
+        this.#reconciler = new EngineReconciler({
+          reconcile: recover,
+          log: (message, detail) => logger.info(detail ?? {}, message),
+        })
+        this.#reconciler.start()
+      }
     }
   }
 
   async shutdown() {
     clearInterval(this.#idleTimer)
+    await this.#reconciler?.stop({ release: true }).catch(() => {})
     const { agentLifecycle } = await import('#agents/services/agent_lifecycle')
     // Let container operations in flight finish (bounded), so none is cut half-way.
     await Promise.race([

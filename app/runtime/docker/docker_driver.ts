@@ -74,7 +74,10 @@ function statusOf(error: unknown): number | undefined {
   return (error as { statusCode?: number } | undefined)?.statusCode
 }
 
-export async function ignoreStatus<T>(work: Promise<T>, ...statuses: number[]): Promise<T | undefined> {
+export async function ignoreStatus<T>(
+  work: Promise<T>,
+  ...statuses: number[]
+): Promise<T | undefined> {
   try {
     return await work
   } catch (error) {
