@@ -28,6 +28,8 @@ export interface ContainerSpecInput {
   resources: AgentResources
   /** Restarts Docker makes after crashes before the container stays down (`error`). */
   maxRestarts: number
+  /** `name:address` entries for /etc/hosts (the model proxy relay's `host-gateway`). */
+  extraHosts?: string[]
 }
 
 /**
@@ -69,6 +71,7 @@ export function buildContainerSpec(input: ContainerSpecInput): Docker.ContainerC
       Tmpfs: { '/tmp': 'rw,nosuid,nodev,size=256m' },
       PortBindings: { [port]: [{ HostIp: '127.0.0.1', HostPort: '' }] },
       NetworkMode: names.network,
+      ...(input.extraHosts?.length ? { ExtraHosts: input.extraHosts } : {}),
       RestartPolicy: { Name: 'on-failure', MaximumRetryCount: input.maxRestarts },
       LogConfig: { Type: 'json-file', Config: { 'max-size': '5m', 'max-file': '2' } },
     },

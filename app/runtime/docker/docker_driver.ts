@@ -17,6 +17,7 @@ import {
   DockerWorkspaceFiles,
   statInContainer,
 } from '#runtime/docker/docker_files'
+import { AgentNetworkGuard } from '#runtime/docker/agent_network'
 import { buildLocalImage, IMAGE_USER, type StagedPackage } from '#runtime/docker/local_images'
 import { PackageCache } from '#runtime/package_cache'
 import { DockerStreamDemuxer, LineSplitter, demuxDockerLogs } from '#runtime/docker/docker_streams'
@@ -165,8 +166,11 @@ export class DockerDriver implements ContainerDriver {
   readonly #watched = new Map<string, { restartCount: number; failed: boolean }>()
   #poller?: NodeJS.Timeout
 
+  readonly #network: AgentNetworkGuard
+
   constructor(protected readonly options: DockerDriverOptions) {
     this.#docker = options.docker ?? new Docker()
+    this.#network = new AgentNetworkGuard(this.#docker, (message) => this.log(message))
   }
 
   /** The Engine API client (for drivers built on this one). */
@@ -300,10 +304,12 @@ export class DockerDriver implements ContainerDriver {
       this.#docker.createNetwork({
         Name: name,
         Driver: 'bridge',
+        Options: this.#network.networkOptions(agentId),
         Labels: { [LABELS.managed]: 'true', [LABELS.agentId]: agentId },
       }),
       409
     )
+    await this.#network.confine(agentId)
   }
 
   protected async ensureVolume(agentId: string) {
@@ -322,10 +328,12 @@ export class DockerDriver implements ContainerDriver {
       mode: 0o700,
     })
     const current = await this.#inspectContainer(agentId)
+    // The service's loopback is not the container's: agents reach the model proxy through a relay.
+    const proxy = await this.#network.modelProxyFor(spec.modelProxy.baseUrl)
     const context = {
       agentId,
       config: spec.config,
-      modelProxy: spec.modelProxy,
+      modelProxy: { ...spec.modelProxy, baseUrl: proxy.baseUrl },
       driver: 'docker' as const,
       port: plugin.defaultPort,
       gatewayToken,
@@ -365,6 +373,7 @@ export class DockerDriver implements ContainerDriver {
         statePath: plugin.containerPaths.state,
         resources: { ...plugin.resources, ...spec.resources },
         maxRestarts: this.options.maxRestarts ?? 5,
+        extraHosts: proxy.extraHosts,
       })
     )
     const files: RenderedFile[] = []
@@ -423,6 +432,7 @@ export class DockerDriver implements ContainerDriver {
     await ignoreStatus(container.remove({ force: true }), 404)
     await ignoreStatus(this.#docker.getVolume(names.volume).remove(), 404)
     await ignoreStatus(this.#docker.getNetwork(names.network).remove(), 404)
+    await this.#network.release(agentId)
     await rm(agentPaths(this.options.agentsDir, agentId).root, { recursive: true, force: true })
   }
 
@@ -660,6 +670,7 @@ export class DockerDriver implements ContainerDriver {
   }
 
   async close(): Promise<void> {
+    await this.#network.close()
     if (this.#poller) clearInterval(this.#poller)
     this.#poller = undefined
     this.#watched.clear()

@@ -2,10 +2,13 @@ import { randomUUID } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import http from 'node:http'
+import net, { type AddressInfo } from 'node:net'
 import { test } from '@japa/runner'
 import Docker from 'dockerode'
 import { AgentNotRunningException, ForbiddenException } from '#core/exceptions/api_exceptions'
 import { dockerNames } from '#runtime/docker/container_spec'
+import { demuxDockerLogs } from '#runtime/docker/docker_streams'
 import { DockerDriver, dockerConfigured } from '#runtime/docker/docker_driver'
 import { RuntimeService } from '#runtime/runtime_service'
 import { fixtureSpec, testRegistry } from '#tests/helpers/runtime'
@@ -106,4 +109,76 @@ test.group('Runtime / docker driver against a live engine', (group) => {
       const removed = await runtime.status(agentId)
       assert.equal(removed.state, 'absent')
     })
+
+  test(
+    'a container reaches the service only through the model proxy relay, and no other host service'
+  )
+    .skip(noEngine, 'no Docker engine (reason printed above)')
+    .timeout(300_000)
+    .run(async ({ assert }) => {
+      // The service's model proxy, on the host's loopback as the service itself is.
+      const service = http.createServer((request, response) => {
+        response.writeHead(200, { 'content-type': 'application/json' })
+        response.end(JSON.stringify({ reached: request.url }))
+      })
+      await new Promise<void>((resolve) => service.listen(0, '127.0.0.1', resolve))
+      // Another service of the host, listening on every interface.
+      const other = net.createServer((socket) => socket.end('leaked\n'))
+      await new Promise<void>((resolve) => other.listen(0, '0.0.0.0', resolve))
+      try {
+        const agentId = randomUUID()
+        created.push(agentId)
+        const spec = fixtureSpec(agentId)
+        spec.modelProxy.baseUrl = `http://127.0.0.1:${(service.address() as AddressInfo).port}/v1`
+        await runtime.ensureStarted(spec, { waitReady: true, timeoutMs: 240_000 })
+        const container = new Docker().getContainer(dockerNames(agentId).container)
+
+        const probe = await execNode(
+          container,
+          `const net = require('node:net')
+          const out = {}
+          const model = process.env.FIXTURE_MODEL_URL
+          out.model = model
+          out.proxy = await fetch(model + '/models').then(async (r) => { const text = await r.text(); try { return JSON.parse(text) } catch { return r.status + ' ' + text } }, (e) => String(e))
+          out.other = await fetch(model.slice(0, -'/v1'.length) + '/health').then((r) => r.status, (e) => String(e))
+          out.hostService = await new Promise((resolve) => {
+            const socket = net.connect(${(other.address() as AddressInfo).port}, 'host.docker.internal')
+            socket.setTimeout(3000, () => { socket.destroy(); resolve('timeout') })
+            socket.once('data', (data) => resolve(String(data).trim()))
+            socket.once('error', (error) => resolve(error.code))
+          })
+          console.log(JSON.stringify(out))`
+        )
+        const result = JSON.parse(probe)
+        assert.match(result.model, /^http:\/\/host\.docker\.internal:\d+\/v1$/)
+        assert.deepEqual(result.proxy, { reached: '/v1/models' }, 'the model proxy answers')
+        assert.equal(result.other, 404, 'nothing but the model proxy through the relay')
+        if (process.getuid?.() === 0) {
+          assert.notEqual(
+            result.hostService,
+            'leaked',
+            'the host’s other services are out of reach'
+          )
+          assert.oneOf(result.hostService, ['ECONNREFUSED', 'EHOSTUNREACH', 'timeout'])
+        }
+      } finally {
+        service.close()
+        other.close()
+      }
+    })
 })
+
+/** Runs a Node.js script in the container; answers its standard output. */
+async function execNode(container: Docker.Container, script: string): Promise<string> {
+  const exec = await container.exec({
+    Cmd: ['node', '-e', `(async () => { ${script} })()`],
+    AttachStdout: true,
+    AttachStderr: true,
+  })
+  const stream = await exec.start({ hijack: true, stdin: false })
+  const chunks: Buffer[] = []
+  for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(chunk)
+  const output = demuxDockerLogs(Buffer.concat(chunks)).trim()
+  if (!output.endsWith('}')) throw new Error(`the script failed in the container:\n${output}`)
+  return output.split('\n').at(-1) ?? ''
+}
