@@ -86,3 +86,15 @@ export function validatorUsedBy(source: string, action: string): string | null {
   const match = /validateUsing\(\s*([A-Za-z_$][\w$]*)/.exec(body)
   return match ? match[1] : null
 }
+
+/**
+ * Fields the action's JSDoc names in `@nullable a, b`: response fields that
+ * may be null although the example shows a value.
+ */
+export function nullableFieldsOf(source: string, action: string): string[] {
+  const lines = jsDocLines(source, action) ?? []
+  return lines
+    .filter((line) => line.startsWith('@nullable '))
+    .flatMap((line) => line.slice('@nullable '.length).split(/[\s,]+/))
+    .filter(Boolean)
+}

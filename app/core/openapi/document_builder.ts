@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import type { RouteJSON } from '@adonisjs/core/types/http'
 import type { EngineOutput, RouteSource } from '#core/openapi/autoswagger_engine'
-import { validatorUsedBy } from '#core/openapi/controller_source'
+import { nullableFieldsOf, validatorUsedBy } from '#core/openapi/controller_source'
 import { BEARER_SCHEME, credentialNeed, securityFor } from '#core/openapi/route_security'
 import {
   isPlainObject,
@@ -189,6 +189,7 @@ export class DocumentBuilder {
     }
     const override = route.name ? this.#input.responseOverrides[route.name] : undefined
     if (override) op.responses = { ...structuredClone(override) }
+    this.#markNullable(op.responses, source)
     op.responses.default = { $ref: '#/components/responses/Error' }
     return op
   }
@@ -210,6 +211,26 @@ export class DocumentBuilder {
       this.#sourceTexts.set(file, existsSync(file) ? readFileSync(file, 'utf8') : null)
     }
     return this.#sourceTexts.get(file) ?? null
+  }
+
+  /** Widens the `@nullable` fields of the success responses to `[type, 'null']`. */
+  #markNullable(responses: Record<string, Schema>, source: RouteSource | undefined) {
+    if (!source?.sourceFile || !source.action) return
+    const text = this.#sourceText(source.sourceFile)
+    const fields = new Set(text ? nullableFieldsOf(text, source.action) : [])
+    if (fields.size === 0) return
+    for (const [status, response] of Object.entries(responses)) {
+      if (!status.startsWith('2')) continue
+      walkObjects(response?.content?.['application/json']?.schema, (node) => {
+        for (const [name, property] of Object.entries(node.properties ?? {}) as [
+          string,
+          Schema,
+        ][]) {
+          if (!fields.has(name) || !property.type || Array.isArray(property.type)) continue
+          property.type = [property.type, 'null']
+        }
+      })
+    }
   }
 
   /** The validator the handler passes to `validateUsing`: the truth of what input is accepted. */

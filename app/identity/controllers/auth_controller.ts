@@ -37,7 +37,7 @@ export default class AuthController {
    */
   async register({ request }: HttpContext) {
     const input = await request.validateUsing(registerValidator)
-    await accounts.register(input)
+    await accounts.register(input, request.ip())
     return { registered: true, requiresVerification: true, message: NEUTRAL_REGISTRATION }
   }
 

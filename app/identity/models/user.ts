@@ -64,6 +64,14 @@ export default class User extends UuidModel {
   @column()
   declare referredById: string | null
 
+  /** The address with aliases folded (person_signals.canonicalEmail). */
+  @column({ serializeAs: null })
+  declare emailCanonical: string | null
+
+  /** Keyed hash of the sign-up client address. */
+  @column({ serializeAs: null })
+  declare signupIpHash: string | null
+
   @column()
   declare walletAddress: string | null
 

@@ -10,6 +10,8 @@ import { RateLimitExceededException, ValidationException } from '#core/exception
 import User, { type Role } from '#identity/models/user'
 import { isAdminEmail } from '#identity/services/admin_emails'
 import { referralCode, randomToken, sha256 } from '#identity/services/secure_tokens'
+import { canonicalEmail, clientAddressHash } from '#identity/services/person_signals'
+import { identityLimits } from '#config/identity'
 import { sendMailInBackground } from '#identity/services/mailer'
 import { registrationAttemptMail, verificationMail } from '#identity/mails/account_mails'
 import { notify } from '#identity/services/notification_service'
@@ -41,6 +43,8 @@ export interface NewAccountInput {
   password?: string
   passwordHash?: string
   referredById?: string | null
+  /** The sign-up client address (kept only as a keyed hash). */
+  signupIp?: string
   role?: Role
   tier?: TierKey
   verified?: boolean
@@ -86,6 +90,8 @@ export async function createAccount(
           tier: input.tier ?? 'free',
           referralCode: referralCode(),
           referredById: input.referredById ?? null,
+          emailCanonical: canonicalEmail(input.email),
+          signupIpHash: input.signupIp ? clientAddressHash(input.signupIp) : null,
           walletAddress: null,
           aiCreditsBalance: 0,
           emailVerifiedAt: input.verified ? DateTime.now() : null,
@@ -155,8 +161,18 @@ export async function mailVerificationLink(user: User, options: { passwordHash?:
  * paths hash the password so they take comparable time. A taken username
  * is 409 whatever the address (usernames are public).
  */
-export async function register(input: RegistrationInput): Promise<void> {
+export async function register(input: RegistrationInput, ip: string): Promise<void> {
   const email = normalizeEmail(input.email)
+  // Counted before anything is looked up: the answer says nothing about the address.
+  const perClient = await limiter
+    .use({ requests: identityLimits.signupsPerClientPerDay, duration: '1 day' })
+    .increment(`signup-ip:${ip}`)
+  if (perClient.consumed > identityLimits.signupsPerClientPerDay) {
+    throw RateLimitExceededException.retryAfter(
+      'Too many sign-ups from this network today; try again tomorrow',
+      perClient.availableIn
+    )
+  }
 
   if (await User.findBy('username', input.username)) {
     throw new ValidationException(USERNAME_TAKEN)
@@ -180,6 +196,7 @@ export async function register(input: RegistrationInput): Promise<void> {
       username: input.username,
       password: input.password,
       referredById: referrer?.id ?? null,
+      signupIp: ip,
     })
   } catch (error) {
     const constraint = uniqueViolation(error)

@@ -36,6 +36,7 @@ export default class ReferralsController {
    * @validate
    * @summary Check a referral code
    * @description Public. `referrerUsername` is null when the code is not valid.
+   * @nullable referrerUsername
    * @responseBody 200 - {"success":true,"data":{"valid":true,"referrerUsername":"alice"}}
    */
   async validate({ params }: HttpContext) {

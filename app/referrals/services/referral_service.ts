@@ -60,17 +60,38 @@ export async function stats(user: User) {
   }
 }
 
-/** Referred accounts of `referrerId` that are eligible and not paid yet. */
-async function eligibleReferrals(referrerId: string): Promise<User[]> {
-  const candidates = await User.query()
-    .where('referred_by_id', referrerId)
-    .whereNot('id', referrerId)
-    .whereNotNull('email_verified_at')
-    .whereNotExists((sub) =>
-      sub.from('referral_rewards').whereColumn('referral_rewards.referred_id', 'users.id')
-    )
-  const withAgents = await accountsWithAgents(candidates.map((account) => account.id))
-  return candidates.filter((account) => withAgents.has(account.id))
+/**
+ * A referral pays only for a distinct person: not the referrer again (same
+ * mailbox once aliases are folded, same sign-up network, same wallet), and
+ * one reward per mailbox or sign-up network among the referrer's invitees.
+ */
+function samePerson(a: User, b: User): boolean {
+  return (
+    (a.emailCanonical !== null && a.emailCanonical === b.emailCanonical) ||
+    (a.signupIpHash !== null && a.signupIpHash === b.signupIpHash) ||
+    (a.walletAddress !== null && a.walletAddress === b.walletAddress)
+  )
+}
+
+/** Referred accounts of `referrer` that are eligible and not paid yet. */
+async function eligibleReferrals(referrer: User): Promise<User[]> {
+  const referred = await User.query()
+    .where('referred_by_id', referrer.id)
+    .whereNot('id', referrer.id)
+    .orderBy('created_at', 'asc')
+  const rewarded = await db.from('referral_rewards').where('referrer_id', referrer.id)
+  const paid = new Set(rewarded.map((row) => row.referred_id as string))
+  const unpaid = referred.filter((account) => !paid.has(account.id) && account.emailVerifiedAt)
+  const withAgents = await accountsWithAgents(unpaid.map((account) => account.id))
+  const counted: User[] = [referrer, ...referred.filter((account) => paid.has(account.id))]
+  const eligible: User[] = []
+  for (const account of unpaid) {
+    if (!withAgents.has(account.id)) continue
+    if (counted.some((other) => samePerson(account, other))) continue
+    counted.push(account)
+    eligible.push(account)
+  }
+  return eligible
 }
 
 /**
@@ -80,7 +101,7 @@ async function eligibleReferrals(referrerId: string): Promise<User[]> {
  * inserts nothing), then writes both ledger entries and notifications.
  */
 export async function claim(user: User) {
-  const eligible = await eligibleReferrals(user.id)
+  const eligible = await eligibleReferrals(user)
   let claimed = 0
   for (const referred of eligible) {
     const paid = await db.transaction(async (trx) => {

@@ -357,4 +357,15 @@ export default class AgentsController {
     assert.equal(validatorUsedBy(source, 'store'), 'createAgentValidator')
     assert.isNull(validatorUsedBy(source, 'destroy'))
   })
+
+  test('fields marked @nullable may be null in the documented success answer', async ({
+    assert,
+  }) => {
+    const { doc } = await fetchDocument()
+    const response = doc.paths['/referrals/validate/{code}'].get.responses['200']
+    const schema = deref(doc, response.content['application/json'].schema)
+    const data = deref(doc, schema.properties.data)
+    assert.deepEqual(data.properties.referrerUsername.type, ['string', 'null'])
+    assert.equal(data.properties.valid.type, 'boolean', 'other fields keep their type')
+  })
 })
