@@ -72,11 +72,14 @@ export async function monitoringOf(
   }
 }
 
-/** True when the agent's folders may be used while its container does not run (asleep, queued). */
+/**
+ * True when the agent's folders may be used whatever its container does
+ * (running, booting, restarting after a crash, asleep, queued): they are on
+ * disk or in its volume either way. Asking whether it runs first would race
+ * with a restart and answer 409 for an agent its owner wants on.
+ */
 async function atRest(agent: Agent): Promise<boolean> {
-  if (agent.status !== 'active') return false
-  const service = await runtime()
-  return !(await service.isRunning(agent.id))
+  return agent.status === 'active'
 }
 
 /** `{ memory }` from the framework's memory store; read from disk while it sleeps; 409 when stopped. */

@@ -1,5 +1,6 @@
 import { test } from '@japa/runner'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
+import { createFixtureAgent, waitUntilServing } from '#tests/helpers/agents_http'
 import { apiKeyFor, createUser, jwtFor } from '#tests/helpers/identity'
 import { startModelUpstream, useUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
 
@@ -84,5 +85,35 @@ test.group('Knowledge: retrieval into the model request', (group) => {
     assert.include(system.content, 'You are a ship computer.')
     assert.include(system.content, '7-4-1-9')
     assert.notInclude(system.content, 'Pancakes')
+  })
+
+  test('on the container path the passage travels with the message to the framework', async ({
+    client,
+    assert,
+  }) => {
+    const user = await createUser({ credits: 100_000 })
+    const jwt = jwtFor(user)
+    const agent = await createFixtureAgent(client, user)
+    await waitUntilServing(agent.id)
+    const upload = (filename: string, content: string) =>
+      client.post(`/agents/${agent.id}/knowledge`).bearerToken(jwt).json({ filename, content })
+    for (const [filename, content] of [
+      ['zephyr.txt', `Mission log.\n\n${FACT}`],
+      ['recipes.txt', UNRELATED],
+    ]) {
+      const uploaded = await upload(filename, content)
+      uploaded.assertStatus(201)
+    }
+
+    const chat = await client
+      .post(`/api/v1/agents/${agent.id}/chat`)
+      .bearerToken(await apiKeyFor(user))
+      .json({ message: '__context__ What is the launch code of Project Zephyr?' })
+    chat.assertStatus(200)
+    // The fixture framework answers with the system messages it was given.
+    const received: string[] = JSON.parse(chat.body().data.content)
+    assert.lengthOf(received, 1)
+    assert.include(received[0], '7-4-1-9')
+    assert.notInclude(received[0], 'Pancakes')
   })
 })
