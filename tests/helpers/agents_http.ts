@@ -44,6 +44,20 @@ export async function waitUntilServing(agentId: string, timeoutMs = 20_000) {
   await service.waitUntilReady(agentId, { timeoutMs })
 }
 
+/** A fixture agent of `owner` made through the API, serving; with the owner's JWT. */
+export async function servingFixtureAgent(client: ApiClient, owner: { id: string }) {
+  const agent = await createFixtureAgent(client, owner)
+  await waitUntilServing(agent.id)
+  return { agent, jwt: jwtFor(owner) }
+}
+
+/** Puts an agent to sleep and waits until its container is down; answers the runtime. */
+export async function putToSleep(agentId: string): Promise<RuntimeService> {
+  await agentLifecycle.sleep(agentId)
+  await agentLifecycle.settled()
+  return runtime()
+}
+
 /** Stops and deletes every agent of these users (containers and folders included). */
 export async function removeAgentsOf(...users: { id: string }[]) {
   await agentLifecycle.settled()

@@ -1,14 +1,8 @@
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
-import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { channelsConfig } from '#config/channels'
 import { SENDER_MESSAGES_PER_MINUTE } from '#channels/services/channel_router'
-import {
-  agentOwners,
-  createFixtureAgent,
-  runtime,
-  waitUntilServing,
-} from '#tests/helpers/agents_http'
+import { agentOwners, putToSleep, servingFixtureAgent } from '#tests/helpers/agents_http'
 import {
   channelStatusOf as statusOf,
   channelSupervisor,
@@ -147,13 +141,8 @@ test.group('Channels: telegram', (group) => {
     client,
     assert,
   }) => {
-    const owner = await owners.create()
-    const jwt = jwtFor(owner)
-    const agent = await createFixtureAgent(client, owner)
-    await waitUntilServing(agent.id)
-    await agentLifecycle.sleep(agent.id)
-    await agentLifecycle.settled()
-    const service = await runtime()
+    const { agent, jwt } = await servingFixtureAgent(client, await owners.create())
+    const service = await putToSleep(agent.id)
     assert.isFalse(await service.isRunning(agent.id))
 
     const token = telegram.addBot('sleepy_bot')

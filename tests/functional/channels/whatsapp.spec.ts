@@ -13,11 +13,9 @@ import {
   settle,
 } from '#tests/helpers/channels'
 import { waitFor } from '#tests/helpers/runtime'
-import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { startPairing } from '#channels/services/channel_rows'
 import { channelPlugin } from '#channels/services/channel_config'
-import { createFixtureAgent, runtime, waitUntilServing } from '#tests/helpers/agents_http'
-import { jwtFor } from '#tests/helpers/identity'
+import { putToSleep, servingFixtureAgent } from '#tests/helpers/agents_http'
 import { DEFAULT_CONNECTION_CONFIG, makeEventBuffer, proto, type WAMessage } from 'baileys'
 import { connectionStep } from '../../../plugins/whatsapp/connection_events.ts'
 import { routeMessages, type MessageSocket } from '../../../plugins/whatsapp/messages.ts'
@@ -291,18 +289,13 @@ test.group('Channels: whatsapp', (group) => {
     client,
     assert,
   }) => {
-    const owner = await owners.create()
-    const jwt = jwtFor(owner)
-    const agent = await createFixtureAgent(client, owner)
-    await waitUntilServing(agent.id)
+    const { agent, jwt } = await servingFixtureAgent(client, await owners.create())
     await client
       .patch(`/agents/${agent.id}`)
       .bearerToken(jwt)
       .json({ config: { channels: { whatsapp: { allowFrom: ['4915112345678'] } } } })
       .then((answer) => answer.assertStatus(200))
-    await agentLifecycle.sleep(agent.id)
-    await agentLifecycle.settled()
-    const service = await runtime()
+    const service = await putToSleep(agent.id)
     assert.isFalse(await service.isRunning(agent.id))
 
     const { socket, sent } = await listeningConnector(agent.id)

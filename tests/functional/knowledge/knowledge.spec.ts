@@ -1,6 +1,6 @@
 import { test } from '@japa/runner'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
-import { createFixtureAgent, waitUntilServing } from '#tests/helpers/agents_http'
+import { servingFixtureAgent } from '#tests/helpers/agents_http'
 import { apiKeyFor, createUser, jwtFor } from '#tests/helpers/identity'
 import { startModelUpstream, useUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
 
@@ -92,9 +92,7 @@ test.group('Knowledge: retrieval into the model request', (group) => {
     assert,
   }) => {
     const user = await createUser({ credits: 100_000 })
-    const jwt = jwtFor(user)
-    const agent = await createFixtureAgent(client, user)
-    await waitUntilServing(agent.id)
+    const { agent, jwt } = await servingFixtureAgent(client, user)
     const upload = (filename: string, content: string) =>
       client.post(`/agents/${agent.id}/knowledge`).bearerToken(jwt).json({ filename, content })
     for (const [filename, content] of [
