@@ -110,6 +110,10 @@ export interface LocalImageRecipe {
   npmPackages?: Array<{ name: string; version: string }>
   /** The image's command. */
   command: string[]
+  /** Folders made in the image, writable by the agent's user (a new volume mounted there copies them). */
+  writableDirs?: string[]
+  /** Finishes the installed packages on this host before they are copied (the image is read-only). */
+  prepare?(packages: Array<{ name: string; packageDir: string }>): Promise<unknown>
 }
 
 /** How to launch the framework as a container (docker and swarm drivers). */

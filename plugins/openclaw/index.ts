@@ -203,6 +203,25 @@ export default definePlugin<FrameworkPlugin>({
       image: OPENCLAW_IMAGE,
       env: environment(context),
       user: '1000:1000',
+      // Without a registry: the same package from the runtime cache on this host's Node.js.
+      localImage: {
+        tag: `agent-host/openclaw:${OPENCLAW_VERSION}-node${process.versions.node}`,
+        npmPackages: [{ name: 'openclaw', version: OPENCLAW_VERSION }],
+        command: [
+          '/usr/local/bin/node',
+          '/opt/openclaw/node_modules/openclaw/openclaw.mjs',
+          'gateway',
+          'run',
+          '--port',
+          String(CONTAINER_PORT),
+        ],
+        writableDirs: [CONTAINER_STATE],
+        prepare: async (packages) => {
+          for (const { packageDir } of packages) {
+            await completePackageLifecycle(process.execPath, packageDir, () => {})
+          }
+        },
+      },
     }
   },
 

@@ -260,15 +260,18 @@ export class DockerDriver implements ContainerDriver {
       pending = (async () => {
         this.log(`building ${recipe.tag} locally`)
         const packages: StagedPackage[] = []
+        const installed: Array<{ name: string; packageDir: string }> = []
         for (const { name, version } of recipe.npmPackages ?? []) {
           if (!this.options.cacheDir) throw new Error(`${recipe.tag} needs the runtime npm cache`)
           const cache = new PackageCache({
             cacheDir: this.options.cacheDir,
             log: (message) => this.log(message),
           })
-          await cache.ensure(name, version)
+          const { packageDir } = await cache.ensure(name, version)
           packages.push({ name, hostRoot: cache.location(name, version).root })
+          installed.push({ name, packageDir })
         }
+        await recipe.prepare?.(installed)
         await buildLocalImage(this.#docker, recipe, { packages })
         this.log(`built ${recipe.tag}`)
       })().finally(() => this.#builds.delete(recipe.tag))

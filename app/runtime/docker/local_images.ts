@@ -38,7 +38,12 @@ export async function sharedLibraries(binary: string): Promise<string[]> {
  * (1000) and its /data home, and the recipe's npm packages at
  * /opt/<name>. Nothing else: no shell, no package manager.
  */
-async function stageRootfs(root: string, nodeExecutable: string, packages: StagedPackage[]) {
+async function stageRootfs(
+  root: string,
+  nodeExecutable: string,
+  packages: StagedPackage[],
+  writableDirs: string[]
+) {
   const node = realpathSync(nodeExecutable)
   await mkdir(join(root, 'usr/local/bin'), { recursive: true })
   await copyFile(node, join(root, IMAGE_NODE))
@@ -61,7 +66,10 @@ async function stageRootfs(root: string, nodeExecutable: string, packages: Stage
     join(root, 'etc/nsswitch.conf'),
     'passwd: files\ngroup: files\nhosts: files dns\n'
   )
-  for (const folder of ['tmp', 'data']) {
+  const home = homeOf(writableDirs).slice(1)
+  const folders = ['tmp', 'data', ...writableDirs.map((dir) => dir.replace(/^\/+/, ''))]
+  // Programs keep caches under $HOME/.cache and may not create the parent themselves.
+  for (const folder of [...folders, `${home}/.cache`]) {
     await mkdir(join(root, folder), { recursive: true })
     // The archive holds root-owned files only; a new state volume on /data copies this mode,
     // so the agent's user can write there (each agent has its own volume).
@@ -70,6 +78,11 @@ async function stageRootfs(root: string, nodeExecutable: string, packages: Stage
   for (const pkg of packages) {
     await cp(pkg.hostRoot, join(root, 'opt', pkg.name), { recursive: true, verbatimSymlinks: true })
   }
+}
+
+/** The agent user's home: the first folder the recipe keeps writable (its state volume), else /data. */
+function homeOf(writableDirs: string[]): string {
+  return writableDirs[0] ?? '/data'
 }
 
 /** Streams `root` as a tar archive with numeric owners (agent files 1000, the rest root). */
@@ -100,7 +113,12 @@ export async function buildLocalImage(
 ): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'agent-host-image-'))
   try {
-    await stageRootfs(root, options.nodeExecutable ?? process.execPath, options.packages ?? [])
+    await stageRootfs(
+      root,
+      options.nodeExecutable ?? process.execPath,
+      options.packages ?? [],
+      recipe.writableDirs ?? []
+    )
     const [repo, tag] = splitTag(recipe.tag)
     const tar = tarOf(root)
     const response = (await docker.importImage(
@@ -110,7 +128,7 @@ export async function buildLocalImage(
         tag,
         changes: [
           'ENV PATH=/usr/local/bin:/usr/bin:/bin',
-          'ENV HOME=/data',
+          `ENV HOME=${homeOf(recipe.writableDirs ?? [])}`,
           `USER ${IMAGE_USER}`,
           'WORKDIR /data',
           `CMD ${JSON.stringify(recipe.command)}`,
