@@ -94,10 +94,17 @@ export class AgentNetworkGuard {
         })
         request.pipe(upstream)
       })
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject)
-        server.listen(0, host, () => resolve())
-      })
+      // The service's own port number when free there: running containers keep the address
+      // they were given across service restarts.
+      const listen = (port: number) =>
+        new Promise<void>((resolve, reject) => {
+          server.once('error', reject)
+          server.listen(port, host, () => {
+            server.off('error', reject)
+            resolve()
+          })
+        })
+      await listen(Number(target.port) || 80).catch(() => listen(0))
       server.unref()
       const port = (server.address() as AddressInfo).port
       this.log(`model proxy relay for agent containers on ${host}:${port}`)

@@ -302,7 +302,11 @@ export class DockerDriver implements ContainerDriver {
 
   async #ensureNetwork(agentId: string) {
     const name = dockerNames(agentId).network
-    if (await ignoreStatus(this.#docker.getNetwork(name).inspect(), 404)) return
+    if (await ignoreStatus(this.#docker.getNetwork(name).inspect(), 404)) {
+      // Rules live in the kernel, not the engine: renewed on every start (after a reboot too).
+      await this.#network.confine(agentId)
+      return
+    }
     await ignoreStatus(
       this.#docker.createNetwork({
         Name: name,
