@@ -2,7 +2,9 @@ import db from '@adonisjs/lucid/services/db'
 import type { ApiClient } from '@japa/api-client'
 import type { AgentStatus } from '#agents/models/agent'
 import { ChannelSupervisor, type SupervisorOptions } from '#channels/services/channel_supervisor'
+import type { Group } from '@japa/runner/core'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
+import { agentOwners } from '#tests/helpers/agents_http'
 import { jwtFor } from '#tests/helpers/identity'
 import { waitFor } from '#tests/helpers/runtime'
 
@@ -83,4 +85,23 @@ export function waitForChannelState(
     const status = await channelStatusOf(client, jwt, agentId)
     return status[channel].state === state && status[channel]
   })
+}
+
+/**
+ * What every channel test group shares: each test starts and ends with no
+ * channel rows and no running supervisor; owners (with credits) and their
+ * agents are removed after the group.
+ */
+export function channelTestGroup(group: Group) {
+  const owners = agentOwners({ credits: 10_000 })
+  group.each.setup(() => endChannelTest())
+  group.each.teardown(() => endChannelTest())
+  group.teardown(() => owners.removeAgents())
+  return {
+    owners,
+    /** A fixture agent (asleep or in a given status when asked) of a new owner, with its JWT. */
+    async ownerAndAgent(options: { sleeping?: boolean; status?: AgentStatus } = {}) {
+      return agentForChannels(await owners.create(), options)
+    },
+  }
 }

@@ -1,14 +1,12 @@
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
 import { GatewayIntentBits } from '@discordjs/core'
-import { agentOwners } from '#tests/helpers/agents_http'
 import {
   channelStatusOf,
   channelSupervisor,
+  channelTestGroup,
   configureChannel,
-  endChannelTest,
   settle,
-  agentForChannels,
   waitForChannelState,
 } from '#tests/helpers/channels'
 import { FakeDiscord } from '#tests/helpers/fake_discord'
@@ -26,21 +24,13 @@ function supervisor(holder: string) {
 }
 
 test.group('Channels: discord', (group) => {
-  const owners = agentOwners({ credits: 10_000 })
+  const { ownerAndAgent } = channelTestGroup(group)
   group.setup(async () => {
     discord = await new FakeDiscord().start()
   })
-  // Rows left by other tests would be claimed too: every test starts with none.
-  group.each.setup(() => endChannelTest())
-  group.each.teardown(() => endChannelTest())
   group.teardown(async () => {
-    await owners.removeAgents()
     await discord.close()
   })
-
-  async function ownerAndAgent(options: { sleeping?: boolean } = {}) {
-    return agentForChannels(await owners.create(), options)
-  }
 
   test('a bot token connects to the gateway with the message intents; a DM and a mention are answered as replies, once', async ({
     client,

@@ -2,14 +2,13 @@ import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
 import { channelsConfig } from '#config/channels'
 import { SENDER_MESSAGES_PER_MINUTE } from '#channels/services/channel_router'
-import { agentOwners, putToSleep, servingFixtureAgent } from '#tests/helpers/agents_http'
+import { putToSleep, servingFixtureAgent } from '#tests/helpers/agents_http'
 import {
   channelStatusOf as statusOf,
   channelSupervisor,
+  channelTestGroup,
   configureChannel,
-  endChannelTest,
   settle,
-  agentForChannels,
 } from '#tests/helpers/channels'
 import { FakeTelegram } from '#tests/helpers/fake_telegram'
 import { baseUrl } from '#tests/helpers/http'
@@ -33,21 +32,13 @@ function connectTelegram(client: ApiClient, jwt: string, agentId: string, settin
 }
 
 test.group('Channels: telegram', (group) => {
-  const owners = agentOwners({ credits: 10_000 })
+  const { owners, ownerAndAgent } = channelTestGroup(group)
   group.setup(async () => {
     telegram = await new FakeTelegram().start()
   })
-  // Rows left by other tests would be claimed too: every test starts with none.
-  group.each.setup(() => endChannelTest())
-  group.each.teardown(() => endChannelTest())
   group.teardown(async () => {
-    await owners.removeAgents()
     await telegram.close()
   })
-
-  async function ownerAndAgent() {
-    return agentForChannels(await owners.create())
-  }
 
   test('a bot token in config connects by long polling; a message is answered in the same chat, once', async ({
     client,

@@ -1,13 +1,11 @@
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
-import { agentOwners } from '#tests/helpers/agents_http'
 import {
   channelStatusOf,
   channelSupervisor,
+  channelTestGroup,
   configureChannel,
-  endChannelTest,
   settle,
-  agentForChannels,
   waitForChannelState,
 } from '#tests/helpers/channels'
 import { FakeTwitter, type FakeAccount } from '#tests/helpers/fake_twitter'
@@ -31,24 +29,16 @@ function supervisor(holder: string) {
 }
 
 test.group('Channels: twitter', (group) => {
-  const owners = agentOwners({ credits: 10_000 })
+  const { ownerAndAgent } = channelTestGroup(group)
   group.setup(async () => {
     process.env.TWITTER_POLL_MS = '100'
     x = await new FakeTwitter().start()
   })
-  // Rows left by other tests would be claimed too: every test starts with none.
-  group.each.setup(() => endChannelTest())
-  group.each.teardown(() => endChannelTest())
   group.teardown(async () => {
     if (previousPoll === undefined) delete process.env.TWITTER_POLL_MS
     else process.env.TWITTER_POLL_MS = previousPoll
-    await owners.removeAgents()
     await x.close()
   })
-
-  async function ownerAndAgent(options: { sleeping?: boolean } = {}) {
-    return agentForChannels(await owners.create(), options)
-  }
 
   test('signed credentials connect; a mention is answered as a reply, a long answer as a thread; older mentions are left alone', async ({
     client,

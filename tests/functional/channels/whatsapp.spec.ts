@@ -4,11 +4,10 @@ import { WebSocketServer } from 'ws'
 import type { AddressInfo } from 'node:net'
 import { channelsConfig } from '#config/channels'
 import { claimFreeRows, rowStore, writeReport } from '#channels/services/channel_rows'
-import { agentOwners } from '#tests/helpers/agents_http'
 import {
-  agentForChannels,
   channelStatusOf,
   channelSupervisor,
+  channelTestGroup,
   endChannelTest,
   settle,
 } from '#tests/helpers/channels'
@@ -75,19 +74,11 @@ function inboundMessage(
   }) as WAMessage
 }
 test.group('Channels: whatsapp', (group) => {
-  const owners = agentOwners({ credits: 10_000 })
+  const { owners, ownerAndAgent } = channelTestGroup(group)
   const previousWait = channelsConfig.pairingWaitSeconds
-  // Rows left by other tests would be claimed too: every test starts with none.
-  group.each.setup(() => endChannelTest())
-  group.each.teardown(() => endChannelTest())
   group.teardown(async () => {
     channelsConfig.pairingWaitSeconds = previousWait
-    await owners.removeAgents()
   })
-
-  async function ownerAndAgent(status: 'active' | 'stopped' = 'active') {
-    return agentForChannels(await owners.create(), { status })
-  }
 
   async function qrReport(raw: string) {
     const step = await connectionStep({ qr: raw }, undefined)
@@ -207,7 +198,7 @@ test.group('Channels: whatsapp', (group) => {
   })
 
   test('pairing a stopped agent is a 409; an unknown channel a 400', async ({ client }) => {
-    const { agent, jwt } = await ownerAndAgent('stopped')
+    const { agent, jwt } = await ownerAndAgent({ status: 'stopped' })
     const stopped = await client
       .post(`/agents/${agent.id}/pair-channel`)
       .bearerToken(jwt)
