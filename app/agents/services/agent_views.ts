@@ -78,14 +78,14 @@ export async function monitoringOf(
  * disk or in its volume either way. Asking whether it runs first would race
  * with a restart and answer 409 for an agent its owner wants on.
  */
-async function atRest(agent: Agent): Promise<boolean> {
+function foldersUsable(agent: Agent): boolean {
   return agent.status === 'active'
 }
 
 /** `{ memory }` from the framework's memory store; read from disk while it sleeps; 409 when stopped. */
 export async function memoryOf(agent: Agent) {
   const service = await runtime()
-  if (await atRest(agent)) return { memory: await service.memoryAtRest(agent.id, agent.framework) }
+  if (foldersUsable(agent)) return { memory: await service.memoryAtRest(agent.id, agent.framework) }
   return { memory: await service.memory(agent.id) }
 }
 
@@ -96,6 +96,6 @@ export async function memoryOf(agent: Agent) {
  */
 export async function filesOf(agent: Agent): Promise<WorkspaceFiles> {
   const service = await runtime()
-  if (await atRest(agent)) return service.filesAtRest(agent.id)
+  if (foldersUsable(agent)) return service.filesAtRest(agent.id)
   return service.files(agent.id)
 }
