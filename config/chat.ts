@@ -42,6 +42,8 @@ export const chatConfig = {
   },
   /** Longest wait for a customer provider's answer (or a stream's first bytes). */
   providerTimeoutMs: 300_000,
+  /** Longest silence within a customer provider's stream before it is broken off as failed. */
+  providerStreamIdleTimeoutMs: 60_000,
   /**
    * The safety filter (422 CONTENT_BLOCKED): a message containing one of
    * these phrases is refused before anything is stored, routed or charged.

@@ -34,6 +34,8 @@ export interface ModelProxyConfig {
   }
   /** Longest wait for the upstream's answer (or a stream's first bytes). */
   timeoutMs: number
+  /** Longest silence within a streamed answer before it is broken off as failed. */
+  streamIdleTimeoutMs: number
   /**
    * Output tokens reserved up front for a request without `max_tokens`:
    * the credit hold covers the prompt plus this many output tokens.
@@ -61,6 +63,7 @@ export const modelProxyConfig: ModelProxyConfig = {
     defaultModel: env.get('MODEL_NAME') || null,
   },
   timeoutMs: 300_000,
+  streamIdleTimeoutMs: 60_000,
   reserveOutputTokens: 1024,
   holdTtlMs: 60 * 60_000,
   modelAllowlist: (() => {

@@ -23,7 +23,7 @@ export const runnerHooks: Required<Pick<Config, 'setup' | 'teardown'>> = {
 }
 
 export const configureSuite: Config['configureSuite'] = (suite) => {
-  if (['browser', 'functional', 'e2e'].includes(suite.name)) {
+  if (['browser', 'functional', 'e2e', 'faults'].includes(suite.name)) {
     return suite.setup(() => testUtils.httpServer().start())
   }
 }

@@ -28,6 +28,10 @@ export interface UpstreamBehaviour {
   status?: number
   /** Streaming: send an error event after this many tokens. */
   failAfterTokens?: number
+  /** Streaming: destroy the connection (no end, no error event) after this many tokens. */
+  cutAfterTokens?: number
+  /** Streaming: fall silent (connection left open) after this many tokens. */
+  stallAfterTokens?: number
 }
 
 export interface RecordedUpstreamRequest {
@@ -233,6 +237,12 @@ export async function startModelUpstream(
         write({ error: { message: 'stand-in failure mid-stream', type: 'server_error' } })
         return finish()
       }
+      if (current.cutAfterTokens !== undefined && sent >= current.cutAfterTokens) {
+        // Let what was written reach the client, then reset the connection.
+        await sleep(50)
+        return res.socket?.resetAndDestroy()
+      }
+      if (current.stallAfterTokens !== undefined && sent >= current.stallAfterTokens) return
       await sleep(current.tokenDelayMs)
       if (res.destroyed) return
       chunk({ content: piece })

@@ -1,4 +1,12 @@
-import { createSolanaRpc, isAddress, type Address, type Rpc, type SolanaRpcApi } from '@solana/kit'
+import {
+  createDefaultRpcTransport,
+  createSolanaRpcFromTransport,
+  isAddress,
+  type Address,
+  type Rpc,
+  type RpcTransport,
+  type SolanaRpcApi,
+} from '@solana/kit'
 import {
   findAssociatedTokenPda,
   getMintDecoder,
@@ -16,12 +24,34 @@ export const TOKEN_PROGRAMS: readonly Address[] = [
   TOKEN_2022_PROGRAM_ADDRESS,
 ]
 
+/**
+ * Longest wait for one RPC answer: a node that hangs must not hold a
+ * payment or a tool call. Mutable so tests can shorten it.
+ */
+export const rpcLimits = { timeoutMs: 10_000 }
+
+/**
+ * A @solana/kit client whose every request gives up after `rpcLimits.timeoutMs`
+ * (the default transport has no timeout of its own).
+ */
+export function boundedSolanaRpc(url: string): Rpc<SolanaRpcApi> {
+  const transport = createDefaultRpcTransport({ url })
+  const bounded: RpcTransport = (config) => {
+    const timeout = AbortSignal.timeout(rpcLimits.timeoutMs)
+    return transport({
+      ...config,
+      signal: config.signal ? AbortSignal.any([config.signal, timeout]) : timeout,
+    })
+  }
+  return createSolanaRpcFromTransport(bounded)
+}
+
 let client: { url: string; rpc: Rpc<SolanaRpcApi> } | undefined
 
-/** The @solana/kit RPC client for SOLANA_RPC_URL (503 naming the variable when unset). */
+/** The RPC client for SOLANA_RPC_URL (503 naming the variable when unset). */
 export function solanaRpc(): Rpc<SolanaRpcApi> {
   const url = requirePaymentSetting('SOLANA_RPC_URL')
-  if (client?.url !== url) client = { url, rpc: createSolanaRpc(url) }
+  if (client?.url !== url) client = { url, rpc: boundedSolanaRpc(url) }
   return client.rpc
 }
 
@@ -37,8 +67,8 @@ export function requireAddressSetting(name: PaymentSetting): Address {
 }
 
 /**
- * Runs one RPC request; a node that cannot be reached or answers with an
- * error is the service's problem, not the client's: 503.
+ * Runs one RPC request; a node that cannot be reached, times out or
+ * answers with an error is the service's problem, not the client's: 503.
  */
 export async function rpcRequest<T>(send: () => Promise<T>): Promise<T> {
   try {

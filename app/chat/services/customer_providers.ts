@@ -67,6 +67,7 @@ async function send(
       headers: { accept: call.onToken ? 'text/event-stream' : 'application/json', ...headers },
       signal: call.signal,
       timeoutMs: chatConfig.providerTimeoutMs,
+      idleTimeoutMs: chatConfig.providerStreamIdleTimeoutMs,
     })
   } catch (error) {
     if (call.signal?.aborted) throw error

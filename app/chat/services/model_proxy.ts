@@ -155,6 +155,7 @@ async function callUpstream(body: Record<string, any>, signal?: AbortSignal) {
       },
       signal,
       timeoutMs: modelProxyConfig.timeoutMs,
+      idleTimeoutMs: modelProxyConfig.streamIdleTimeoutMs,
     })
   } catch (error) {
     if (signal?.aborted) throw error

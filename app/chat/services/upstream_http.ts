@@ -30,7 +30,10 @@ export interface UpstreamResponse {
   text(): Promise<string>
   /** The whole body parsed as JSON; undefined when it is not JSON. */
   json(): Promise<any>
-  /** The answer started and will be read as a stream: stop the timeout. */
+  /**
+   * The answer started and will be read as a stream: the whole-answer
+   * timeout stops and the idle one (`idleTimeoutMs`) starts.
+   */
   streaming(): void
 }
 
@@ -41,6 +44,8 @@ export interface UpstreamRequest {
   signal?: AbortSignal
   /** Longest wait for the status line (and for text()/json(), the whole body). */
   timeoutMs: number
+  /** A stream that sends nothing for this long is broken off (default: `timeoutMs`). */
+  idleTimeoutMs?: number
 }
 
 function abortReason(signal: AbortSignal): Error {
@@ -130,6 +135,16 @@ export function upstreamRequest(url: string, options: UpstreamRequest): Promise<
         },
         streaming() {
           clearTimeout(timer)
+          // A stream that stalls must not hold its caller (and its credits) forever.
+          const idleMs = options.idleTimeoutMs ?? options.timeoutMs
+          request.setTimeout(idleMs, () =>
+            request.destroy(
+              new UpstreamUnavailableError(
+                `the stream stalled: nothing for ${Math.round(idleMs / 1000)} s`
+              )
+            )
+          )
+          response.once('close', () => request.setTimeout(0))
         },
       })
     })

@@ -1,4 +1,5 @@
-import { createSolanaRpc, type Rpc, type SolanaRpcApi } from '@solana/kit'
+import type { Rpc, SolanaRpcApi } from '@solana/kit'
+import { boundedSolanaRpc } from '#billing/services/solana_rpc'
 import { requireToolSetting } from '#tools/services/tool_settings'
 
 let client: { url: string; rpc: Rpc<SolanaRpcApi> } | undefined
@@ -10,6 +11,6 @@ let client: { url: string; rpc: Rpc<SolanaRpcApi> } | undefined
  */
 export function toolsRpc(purpose: string): Rpc<SolanaRpcApi> {
   const url = requireToolSetting('SOLANA_RPC_URL', purpose)
-  if (client?.url !== url) client = { url, rpc: createSolanaRpc(url) }
+  if (client?.url !== url) client = { url, rpc: boundedSolanaRpc(url) }
   return client.rpc
 }

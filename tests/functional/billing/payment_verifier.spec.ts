@@ -7,6 +7,7 @@ import Payment from '#billing/models/payment'
 import { clearPriceCache } from '#billing/services/price_feed'
 import { PaymentRejectedException, type PaymentCheck } from '#billing/services/payment_rejected'
 import { verifyPayment, type VerifyPaymentInput } from '#billing/services/payment_verifier'
+import { rpcLimits } from '#billing/services/solana_rpc'
 import { recordVerifiedPayment } from '#billing/services/payment_recorder'
 import { createQuote } from '#billing/services/quote_service'
 import type { Purchase } from '#billing/services/pricing'
@@ -63,6 +64,7 @@ test.group('Payment verification (local Solana RPC, real signed transactions)', 
   group.each.setup(async () => {
     world.prices.failWithStatus = null
     world.rpc.failWithStatus = null
+    world.rpc.hang = false
     await clearPriceCache()
   })
 
@@ -480,6 +482,24 @@ test.group('Payment verification (local Solana RPC, real signed transactions)', 
       verifyPayment(input(tx.signature, { linkedWallet: wallet.address }))
     )
     assert.include(message, 'Solana RPC')
+  })
+
+  test('Solana RPC hangs: 503 once the bound passes, nothing recorded', async ({ assert }) => {
+    const { wallet, tx } = await solPayment(STARTER_LAMPORTS)
+    const bound = rpcLimits.timeoutMs
+    rpcLimits.timeoutMs = 500
+    world.rpc.hang = true
+    try {
+      const message = await unavailable(
+        assert,
+        verifyPayment(input(tx.signature, { linkedWallet: wallet.address }))
+      )
+      assert.include(message, 'Solana RPC')
+      assert.isNull(await Payment.findBy('signature', tx.signature))
+    } finally {
+      rpcLimits.timeoutMs = bound
+      world.rpc.hang = false
+    }
   })
 
   test('a missing configuration variable is named in the error', async ({ assert }) => {

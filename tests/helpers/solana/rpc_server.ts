@@ -59,6 +59,8 @@ export class SolanaRpcServer {
   readonly calls: RpcCall[] = []
   /** When set, every request answers this HTTP status (a node that is down). */
   failWithStatus: number | null = null
+  /** When set, requests are read and never answered (a node that hangs). */
+  hang = false
   private server?: Server
 
   constructor(readonly chain: LocalChain) {}
@@ -74,6 +76,7 @@ export class SolanaRpcServer {
       const chunks: Buffer[] = []
       request.on('data', (chunk: Buffer) => chunks.push(chunk))
       request.on('end', () => {
+        if (this.hang) return
         if (this.failWithStatus !== null) {
           response.writeHead(this.failWithStatus).end()
           return
