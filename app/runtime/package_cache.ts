@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
-import { delimiter, dirname, join } from 'node:path'
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { basename, delimiter, dirname, join } from 'node:path'
 import { acquireInstallLock } from '#runtime/install_lock'
 
 const PACKAGE_NAME = /^(@[a-z0-9][a-z0-9._-]*\/)?[a-z0-9][a-z0-9._-]*$/
@@ -112,10 +112,21 @@ export class PackageCache {
     try {
       // Another process may have finished the install while we waited.
       if (await this.isInstalled(name, version)) return { packageDir: location.packageDir }
+      await this.#removeAbandonedStaging(location.root)
       await this.#install(name, version, location.root)
       return { packageDir: location.packageDir }
     } finally {
       await held.release()
+    }
+  }
+
+  /** Staging folders of installs that died (only the lock holder installs, and that is us). */
+  async #removeAbandonedStaging(root: string) {
+    const prefix = `${basename(root)}.tmp-`
+    for (const entry of await readdir(dirname(root))) {
+      if (!entry.startsWith(prefix)) continue
+      await rm(join(dirname(root), entry), { recursive: true, force: true })
+      this.#log(`removed the staging folder of an interrupted install: ${entry}`)
     }
   }
 

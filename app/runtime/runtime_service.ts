@@ -189,33 +189,40 @@ export class RuntimeService {
     spec: AgentRuntimeSpec,
     options: { waitReady?: boolean; timeoutMs?: number; signal?: AbortSignal } = {}
   ): Promise<ContainerInfo> {
-    const plugin = this.options.frameworks.framework(spec.framework)
-    const reservedMb = spec.resources?.memoryMb ?? plugin.resources.memoryMb
-    const created = await this.#create(spec)
-    let info = created
-    if (
-      created.state === 'running' ||
-      created.state === 'starting' ||
-      created.state === 'restarting'
-    ) {
-      // Already running (adopted after a service restart, or started meanwhile).
-      this.#capacity.adopt(spec.agentId, reservedMb)
-    } else {
-      // Waits in the boot queue until a boot slot and its memory are free.
-      await this.#capacity.admit(spec.agentId, reservedMb)
-      try {
-        info = await this.driver.start(spec.agentId)
-      } catch (error) {
-        this.#capacity.release(spec.agentId)
-        throw error
-      }
-      this.#watchBoot(spec.agentId)
-    }
+    const { info } = await this.#startOrAdopt(spec)
     if (options.waitReady) {
       await this.waitUntilReady(spec.agentId, options)
       return this.driver.inspect(spec.agentId)
     }
     return info
+  }
+
+  async #startOrAdopt(spec: AgentRuntimeSpec): Promise<{ info: ContainerInfo; adopted: boolean }> {
+    const plugin = this.options.frameworks.framework(spec.framework)
+    const reservedMb = spec.resources?.memoryMb ?? plugin.resources.memoryMb
+    const created = await this.#create(spec)
+    if (
+      created.state === 'running' ||
+      created.state === 'starting' ||
+      created.state === 'restarting'
+    ) {
+      // Already running (adopted after a service restart, or started meanwhile):
+      // counted against the budget, and `running` once it answers.
+      this.#capacity.adopt(spec.agentId, reservedMb)
+      if (!this.#ready.has(spec.agentId)) this.waitUntilReady(spec.agentId).catch(() => {})
+      return { info: created, adopted: true }
+    }
+    // Waits in the boot queue until a boot slot and its memory are free.
+    await this.#capacity.admit(spec.agentId, reservedMb)
+    let info: ContainerInfo
+    try {
+      info = await this.driver.start(spec.agentId)
+    } catch (error) {
+      this.#capacity.release(spec.agentId)
+      throw error
+    }
+    this.#watchBoot(spec.agentId)
+    return { info, adopted: false }
   }
 
   /** Holds the boot slot until the framework is ready (or its boot failed), then frees it. */
@@ -510,20 +517,24 @@ export class RuntimeService {
     if (options.sweep !== false) {
       result.swept = await this.driver.sweep(specs.map((spec) => spec.agentId))
     }
-    for (const spec of specs) {
-      try {
-        const created = await this.#create(spec)
-        if (created.state === 'running') {
-          result.adopted.push(spec.agentId)
-        } else {
-          await this.driver.start(spec.agentId)
-          result.started.push(spec.agentId)
+    // Through the capacity manager like any start: a restart of the service
+    // boots its agents a few at a time within the memory budget, not all at once.
+    await Promise.all(
+      specs.map(async (spec) => {
+        try {
+          const { adopted } = await this.#startOrAdopt(spec)
+          ;(adopted ? result.adopted : result.started).push(spec.agentId)
+        } catch (error) {
+          result.failed.push({ agentId: spec.agentId, error: (error as Error).message })
         }
-      } catch (error) {
-        result.failed.push({ agentId: spec.agentId, error: (error as Error).message })
-      }
-    }
+      })
+    )
     return result
+  }
+
+  /** Service shutdown, first step: the process driver's agents stop (engines' keep running). */
+  async stopAgents(): Promise<void> {
+    await this.driver.stopAll?.()
   }
 
   /**
@@ -535,7 +546,7 @@ export class RuntimeService {
    * detaches the same way).
    */
   async shutdown(options: { stopAgents?: boolean } = {}): Promise<void> {
-    if (options.stopAgents !== false && this.driver.stopAll) await this.driver.stopAll()
+    if (options.stopAgents !== false) await this.stopAgents()
     this.#detachDriver()
     await this.driver.close()
   }

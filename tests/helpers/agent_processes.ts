@@ -1,19 +1,28 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { AGENT_MARKER_VARIABLE } from '#runtime/process/child_env'
 
-/** Pids of every process that carries the runtime's marker for this agent (reads /proc). */
-export function agentProcessIds(agentId: string): number[] {
-  const marker = `${AGENT_MARKER_VARIABLE}=${agentId}`
-  const pids: number[] = []
+const MARKER_PREFIX = `${AGENT_MARKER_VARIABLE}=`
+
+/** Each running process that carries the runtime's agent marker, by agent id (reads /proc). */
+export function agentProcesses(): Map<string, number[]> {
+  const byAgent = new Map<string, number[]>()
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
     try {
-      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(marker)) {
-        pids.push(Number(entry))
-      }
+      const marker = readFileSync(`/proc/${entry}/environ`, 'latin1')
+        .split('\0')
+        .find((variable) => variable.startsWith(MARKER_PREFIX))
+      if (!marker) continue
+      const agentId = marker.slice(MARKER_PREFIX.length)
+      byAgent.set(agentId, [...(byAgent.get(agentId) ?? []), Number(entry)])
     } catch {
       // Gone meanwhile, or not readable.
     }
   }
-  return pids
+  return byAgent
+}
+
+/** Pids of every process that carries the runtime's marker for this agent. */
+export function agentProcessIds(agentId: string): number[] {
+  return agentProcesses().get(agentId) ?? []
 }

@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import WebSocket from 'ws'
 import { linkIn, waitForMail } from '#tests/helpers/mail'
 import { startServerProcess, waitFor, type ServerProcess } from '#tests/helpers/processes'
 import { startThrowawayPostgres, type ThrowawayPostgres } from '#tests/helpers/throwaway_postgres'
@@ -24,8 +25,19 @@ export interface ServiceUnderFault {
   call(path: string, init?: { method?: string; token?: string; json?: unknown }): Promise<Answer>
   /** A verified account signed in through the API; returns its JWT. */
   signUp(): Promise<string>
+  /** The same, with the account's e-mail. */
+  signUpAccount(): Promise<{ token: string; email: string }>
   /** POST /agents with the fixture framework for the JWT's account; returns the agent id. */
   createFixtureAgent(token: string, name: string): Promise<string>
+  /** Waits until the agent's `container` reads `running`; answers the last status body otherwise. */
+  waitUntilRunning(token: string, agentId: string, timeoutMs?: number): Promise<void>
+  /** POST /agents/:id/chat/stream, answered (headers in) but not read. */
+  openChatStream(token: string, agentId: string, message: string): Promise<Response>
+  /** A chat WebSocket, open; `closed` resolves with its close code. */
+  openChatSocket(
+    token: string,
+    agentId: string
+  ): Promise<{ ws: WebSocket; closed: Promise<number>; messages: string[] }>
   /** SIGKILL: no shutdown hook runs. */
   kill9(): Promise<void>
   /** Starts a new server process on the same database and storage. */
@@ -77,6 +89,10 @@ export async function startServiceUnderFault(
       return { status: response.status, body }
     },
     async signUp() {
+      const { token } = await service.signUpAccount()
+      return token
+    },
+    async signUpAccount() {
       const email = uniqueEmail('fault')
       const registered = await service.call('/auth/register', {
         method: 'POST',
@@ -91,7 +107,7 @@ export async function startServiceUnderFault(
         json: { email, password: TEST_PASSWORD },
       })
       if (login.status !== 200) throw new Error(`login: ${JSON.stringify(login)}`)
-      return login.body.data.token as string
+      return { token: login.body.data.token as string, email }
     },
     async createFixtureAgent(token, name) {
       const created = await service.call('/agents', {
@@ -101,6 +117,41 @@ export async function startServiceUnderFault(
       })
       if (created.status !== 201) throw new Error(`create agent: ${JSON.stringify(created)}`)
       return created.body.data.id as string
+    },
+    async waitUntilRunning(token, agentId, timeoutMs = 30_000) {
+      let last: unknown
+      await waitFor(
+        async () => {
+          const status = await service.call(`/agents/${agentId}/status`, { token })
+          last = status.body
+          return status.body.data?.container === 'running' ? true : undefined
+        },
+        { timeoutMs, what: `agent ${agentId} to run` }
+      ).catch((error: Error) => {
+        throw new Error(`${error.message}; last status ${JSON.stringify(last)}`)
+      })
+    },
+    openChatStream(token, agentId, message) {
+      return fetch(`${service.server.url}/agents/${agentId}/chat/stream`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'authorization': `Bearer ${token}` },
+        body: JSON.stringify({ message }),
+      })
+    },
+    async openChatSocket(token, agentId) {
+      const ws = new WebSocket(
+        `${service.server.url.replace(/^http/, 'ws')}/agents/${agentId}/ws`,
+        { headers: { authorization: `Bearer ${token}` } }
+      )
+      ws.on('error', () => {})
+      const messages: string[] = []
+      ws.on('message', (data) => messages.push(String(data)))
+      const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)))
+      await new Promise((resolve, reject) => {
+        ws.once('open', resolve)
+        ws.once('close', reject)
+      })
+      return { ws, closed, messages }
     },
     async kill9() {
       const exited = new Promise((resolve) => service.server.child.once('exit', resolve))

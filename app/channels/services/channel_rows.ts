@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import db from '@adonisjs/lucid/services/db'
+import { deadHoldersIn } from '#core/jobs/instance'
 import encryption from '@adonisjs/core/services/encryption'
 import type { ChannelState, ChannelStateReport, ChannelStore } from '#plugins/types'
 import type { ChannelSettings } from '#channels/services/channel_config'
@@ -110,12 +111,12 @@ export async function claimFreeRows(holder: string, limit: number): Promise<Chan
      where id in (
        select c.id from agent_channels c join agents a on a.id = c.agent_id
        where a.status = 'active' and not c.halted
-         and (c.holder is null or c.lease_expires_at < now())
+         and (c.holder is null or c.lease_expires_at < now() or c.holder = any(?::text[]))
          and (c.retry_at is null or c.retry_at <= now())
        order by c.updated_at
        limit ? for update of c skip locked)
      returning *`,
-    [holder, CHANNEL_LEASE_MS, limit]
+    [holder, CHANNEL_LEASE_MS, await deadHoldersIn('agent_channels', 'holder'), limit]
   )
   return result.rows
 }

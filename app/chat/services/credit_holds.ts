@@ -5,7 +5,7 @@ import { modelProxyConfig } from '#config/model_proxy'
 import creditLedger from '#credits/services/credit_ledger'
 import { InsufficientCreditsException } from '#core/exceptions/api_exceptions'
 import { authCache } from '#identity/services/auth_cache'
-import { INSTANCE_ID, holderIsGone } from '#core/jobs/instance'
+import { INSTANCE_ID, deadHoldersIn } from '#core/jobs/instance'
 import type { TokenUsage } from '#chat/services/metering'
 
 /**
@@ -172,12 +172,7 @@ export async function releaseHold(hold: CreditHold): Promise<void> {
  * service killed with -9 gives its held credits back when it comes up.
  */
 export async function releaseExpiredHolds(now = new Date()): Promise<number> {
-  const holders = await db.rawQuery(
-    'select distinct holder from chat_credit_holds where holder is not null'
-  )
-  const deadHolders = (holders.rows as { holder: string }[])
-    .map((row) => row.holder)
-    .filter(holderIsGone)
+  const deadHolders = await deadHoldersIn('chat_credit_holds', 'holder')
   let total = 0
   for (;;) {
     const batch = await db.transaction(async (trx) => {

@@ -48,6 +48,8 @@ export interface EmbeddedPostgresHandle {
 
 /** Long enough for another process's initdb plus a full start or stop. */
 const LOCK_TIMEOUT_MS = 90_000
+/** How often a holder checks that the server still runs. */
+const WATCH_INTERVAL_MS = 1_000
 
 export async function acquireEmbeddedPostgres(
   options: EmbeddedPostgresOptions
@@ -57,17 +59,53 @@ export async function acquireEmbeddedPostgres(
     hold(cluster, options.database)
   )
 
+  const stopWatching = superviseServer(cluster, held.port)
   let released: Promise<void> | undefined
   return {
     url: connectionUrl(held.port, held.password, options.database),
     // Memoised: a signal handler and a normal shutdown may both call it.
     release() {
+      stopWatching()
       released ??= withFileLock(cluster.lockFile, LOCK_TIMEOUT_MS, () =>
         dropHold(cluster, held.holder)
       )
       return released
     },
   }
+}
+
+/**
+ * Starts the server again, on the same port (the pool's URL stays valid),
+ * when it stops while held: killed, crashed or stopped by hand. The
+ * service then recovers by itself, as from any database outage
+ * (docs/reliability.md). Returns the function that ends the watch.
+ */
+function superviseServer(cluster: Cluster, port: number): () => void {
+  let checking = false
+  let lastFailureLog = 0
+  const check = async () => {
+    if (checking) return
+    checking = true
+    try {
+      if (await runningPostmaster(cluster)) return
+      await withFileLock(cluster.lockFile, LOCK_TIMEOUT_MS, async () => {
+        // Another holder may have started it meanwhile.
+        if (await runningPostmaster(cluster)) return
+        await startPostmaster(cluster, port)
+        cluster.log(`embedded PostgreSQL had stopped; started it again on 127.0.0.1:${port}`)
+      })
+    } catch (error) {
+      if (Date.now() - lastFailureLog > 10_000) {
+        lastFailureLog = Date.now()
+        cluster.log(`embedded PostgreSQL is down and could not be started yet: ${error}`)
+      }
+    } finally {
+      checking = false
+    }
+  }
+  const timer = setInterval(() => void check(), WATCH_INTERVAL_MS)
+  timer.unref()
+  return () => clearInterval(timer)
 }
 
 /** Binaries, server user and folders; as root, makes them reachable by that user. */

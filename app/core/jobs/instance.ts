@@ -1,4 +1,5 @@
 import { hostname } from 'node:os'
+import db from '@adonisjs/lucid/services/db'
 
 /**
  * This process as the holder of leases, claims and holds: host, pid and
@@ -22,4 +23,13 @@ export function holderIsGone(holder: string): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'ESRCH'
   }
+}
+
+/**
+ * The holders named in `table.column` that are provably dead (holderIsGone):
+ * what they hold may be taken over at once instead of after its expiry.
+ */
+export async function deadHoldersIn(table: string, column: string): Promise<string[]> {
+  const rows: Record<string, string>[] = await db.from(table).distinct(column).whereNotNull(column)
+  return rows.map((row) => row[column]).filter(holderIsGone)
 }

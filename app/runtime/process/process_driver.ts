@@ -22,7 +22,12 @@ import { sandboxLaunch } from '#runtime/process/sandbox'
 import { buildChildEnv } from '#runtime/process/child_env'
 import { LogFile } from '#runtime/process/log_file'
 import { allocatePort } from '#runtime/process/ports'
-import { deleteRecord, isRecordedProcessAlive, readRecord } from '#runtime/process/process_record'
+import {
+  deleteRecord,
+  isRecordedProcessAlive,
+  killStrayProcesses,
+  readRecord,
+} from '#runtime/process/process_record'
 import type {
   ContainerDriver,
   ContainerInfo,
@@ -115,6 +120,8 @@ export class ProcessDriver implements ContainerDriver {
   readonly #agents = new Map<string, AgentProcess>()
   readonly #listeners = new Set<RuntimeEventListener>()
   readonly #locks = new Map<string, Promise<unknown>>()
+  /** Set by stopAll: the service is stopping and starts nothing more. */
+  #stopping = false
   readonly #packages: PackageCache
   readonly #settings: SupervisorSettings
   readonly #node: string
@@ -191,6 +198,15 @@ export class ProcessDriver implements ContainerDriver {
       const record = await readRecord(paths.recordFile)
       if (record && isRecordedProcessAlive(record)) adoptable = record
       else if (record) await deleteRecord(paths.recordFile)
+      if (!adoptable) {
+        // A start that a crash cut between spawn and record: never run the agent twice.
+        const strays = await killStrayProcesses(spec.agentId)
+        if (strays.length > 0) {
+          this.#log(
+            `agent ${spec.agentId}: killed stray processes ${strays.join(', ')} of an interrupted start`
+          )
+        }
+      }
     }
 
     // A live process keeps its port: its rendered config must not move it.
@@ -280,6 +296,7 @@ export class ProcessDriver implements ContainerDriver {
 
   start(agentId: string): Promise<ContainerInfo> {
     return this.#exclusive(agentId, async () => {
+      if (this.#stopping) throw new ServiceUnavailableException('The service is shutting down')
       const agent = this.#agent(agentId)
       await agent.start()
       return agent.info()
@@ -404,7 +421,14 @@ export class ProcessDriver implements ContainerDriver {
   }
 
   /** Service shutdown: every agent process stops (SIGTERM, SIGKILL after the grace period). */
+  /**
+   * Service shutdown: starts nothing more, lets operations under way finish
+   * (a start racing the shutdown would otherwise leave a process behind
+   * that keeps the stopped service alive), then stops every agent.
+   */
   async stopAll(): Promise<void> {
+    this.#stopping = true
+    await Promise.allSettled([...this.#locks.values()])
     await Promise.allSettled([...this.#agents.keys()].map((agentId) => this.stop(agentId)))
   }
 }

@@ -1,6 +1,7 @@
 import { readFile, rm, writeFile } from 'node:fs/promises'
 import { AGENT_MARKER_VARIABLE } from '#runtime/process/child_env'
-import { readProcEnviron, readProcStat } from '#runtime/process/proc_stats'
+import { allProcesses, isAlive, readProcEnviron, readProcStat } from '#runtime/process/proc_stats'
+import { setTimeout as sleep } from 'node:timers/promises'
 
 /** What `runtime/process.json` holds about an agent's live process. */
 export interface ProcessRecord {
@@ -45,4 +46,30 @@ export function isRecordedProcessAlive(record: ProcessRecord): boolean {
   const environ = readProcEnviron(record.pid)
   if (environ && environ.get(AGENT_MARKER_VARIABLE) !== record.agentId) return false
   return true
+}
+
+/**
+ * Live processes carrying the agent's marker. With no live recorded
+ * process these are strays: a crash between spawning an agent and writing
+ * its record leaves one running that no record names.
+ */
+export function markedProcesses(agentId: string): number[] {
+  return allProcesses(0)
+    .filter((stat) => readProcEnviron(stat.pid)?.get(AGENT_MARKER_VARIABLE) === agentId)
+    .map((stat) => stat.pid)
+}
+
+/** Kills the agent's stray processes (see markedProcesses) and waits until they are gone. */
+export async function killStrayProcesses(agentId: string): Promise<number[]> {
+  const strays = markedProcesses(agentId)
+  for (const pid of strays) {
+    try {
+      process.kill(pid, 'SIGKILL')
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  const deadline = Date.now() + 5000
+  while (strays.some(isAlive) && Date.now() < deadline) await sleep(25)
+  return strays
 }

@@ -32,6 +32,7 @@ export class EngineReconciler {
   #holding = false
   #lastReconcile = 0
   #running?: Promise<void>
+  #reconciling?: Promise<void>
 
   constructor(private readonly options: EngineReconcilerOptions) {
     this.holder = options.holder ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`
@@ -41,24 +42,43 @@ export class EngineReconciler {
     return this.#holding
   }
 
-  /** One claim-or-renew, and a reconcile when due. */
-  async tick(): Promise<void> {
+  /** One claim-or-renew; true when a reconcile is due (just gained, or its interval passed). */
+  async #claim(): Promise<boolean> {
     const held = await claimLease(RECONCILE_LEASE, this.holder, this.options.leaseMs ?? 20_000)
     const gained = held && !this.#holding
     this.#holding = held
-    if (!held) return
-    const due = Date.now() - this.#lastReconcile >= (this.options.reconcileEveryMs ?? 60_000)
-    if (gained || due) {
-      if (gained) this.options.log?.('engine reconciler: lease gained', { holder: this.holder })
-      this.#lastReconcile = Date.now()
-      await this.options.reconcile()
-    }
+    if (!held) return false
+    if (gained) this.options.log?.('engine reconciler: lease gained', { holder: this.holder })
+    return gained || Date.now() - this.#lastReconcile >= (this.options.reconcileEveryMs ?? 60_000)
+  }
+
+  #reconcile(): Promise<void> {
+    this.#lastReconcile = Date.now()
+    this.#reconciling ??= Promise.resolve()
+      .then(() => this.options.reconcile())
+      .then(() => {})
+      .finally(() => (this.#reconciling = undefined))
+    return this.#reconciling
+  }
+
+  /** One claim-or-renew, and a reconcile when due (awaited). */
+  async tick(): Promise<void> {
+    if ((await this.#claim()) && !this.#reconciling) await this.#reconcile()
   }
 
   start() {
+    // The lease is renewed on every tick even while a long reconcile (agents
+    // waiting in the boot queue) is still under way, so it never lapses under it.
     const run = () => {
       if (this.#running) return
-      this.#running = this.tick()
+      this.#running = this.#claim()
+        .then((due) => {
+          if (due && !this.#reconciling) {
+            this.#reconcile().catch((error) =>
+              this.options.log?.('engine reconciler: reconcile failed', { error: String(error) })
+            )
+          }
+        })
         .catch((error) =>
           this.options.log?.('engine reconciler: tick failed', { error: String(error) })
         )
@@ -74,6 +94,7 @@ export class EngineReconciler {
     clearInterval(this.#timer)
     this.#timer = undefined
     await this.#running
+    await this.#reconciling?.catch(() => {})
     if (options.release && this.#holding) await releaseLease(RECONCILE_LEASE, this.holder)
     this.#holding = false
   }

@@ -1,8 +1,10 @@
 import db from '@adonisjs/lucid/services/db'
+import { deadHoldersIn } from '#core/jobs/instance'
 
 /**
  * A named lease in PostgreSQL: one holder at a time; a holder renews it
- * before it lapses, and anyone may take a lapsed one (its holder died).
+ * before it lapses, and anyone may take a lapsed one, or at once one whose
+ * holder provably died (holderIsGone).
  * The upsert is one statement, so two instances never both win.
  */
 export async function claimLease(name: string, holder: string, ttlMs: number): Promise<boolean> {
@@ -12,8 +14,9 @@ export async function claimLease(name: string, holder: string, ttlMs: number): P
      on conflict (name) do update
        set holder = excluded.holder, expires_at = excluded.expires_at
        where runtime_leases.holder = excluded.holder or runtime_leases.expires_at < now()
+          or runtime_leases.holder = any(?::text[])
      returning holder`,
-    [name, holder, ttlMs]
+    [name, holder, ttlMs, await deadHoldersIn('runtime_leases', 'holder')]
   )
   return result.rows.length > 0
 }

@@ -1,7 +1,7 @@
 import db from '@adonisjs/lucid/services/db'
 import logger from '@adonisjs/core/services/logger'
 import { NotFoundException, ValidationException } from '#core/exceptions/api_exceptions'
-import { INSTANCE_ID } from '#core/jobs/instance'
+import { INSTANCE_ID, deadHoldersIn } from '#core/jobs/instance'
 import { tierPlan } from '#config/plans'
 import type User from '#identity/models/user'
 import Agent from '#agents/models/agent'
@@ -216,7 +216,8 @@ async function runOne(row: ScheduleRow, now: Date) {
 /**
  * Runs every task due at `now`, each once across all instances: due rows
  * are claimed in one statement (FOR UPDATE SKIP LOCKED, with a claim that
- * lapses if this instance dies mid-run). Returns how many ran.
+ * lapses if this instance dies mid-run, and is taken over at once when its
+ * holder provably died). Returns how many ran.
  */
 export async function runDueSchedules(now = new Date(), holder = INSTANCE_ID): Promise<number> {
   const claimed = await db.rawQuery(
@@ -225,12 +226,12 @@ export async function runDueSchedules(now = new Date(), holder = INSTANCE_ID): P
       where id in (
         select id from agent_schedules
          where enabled and next_run_at <= ?
-           and (claimed_until is null or claimed_until < now())
+           and (claimed_until is null or claimed_until < now() or claimed_by = any(?::text[]))
          order by next_run_at
          limit ?
          for update skip locked)
       returning *`,
-    [holder, CLAIM_MS, now, BATCH]
+    [holder, CLAIM_MS, now, await deadHoldersIn('agent_schedules', 'claimed_by'), BATCH]
   )
   const rows = claimed.rows as ScheduleRow[]
   await Promise.all(

@@ -480,4 +480,23 @@ test.group('Runtime / process driver adoption', (group) => {
     assert.deepEqual(recovered.started, [agentId])
     assert.notEqual(await pidOf(harness, agentId), process.pid)
   }).timeout(60_000)
+
+  test('a process left without a record (crash between spawn and record) is killed, not doubled', async ({
+    assert,
+  }) => {
+    const agentId = newId()
+    await startReady(harness, agentId)
+    const paths = agentPaths(harness.agentsDir, agentId)
+    const pid = await pidOf(harness, agentId)
+    await harness.restartService()
+    // The crash came before the record was written: the process runs, nothing names it.
+    const { deleteRecord } = await import('#runtime/process/process_record')
+    await deleteRecord(paths.recordFile)
+
+    const recovered = await harness.runtime.recover([fixtureSpec(agentId)])
+    assert.deepEqual(recovered.started, [agentId])
+    await harness.runtime.waitUntilReady(agentId, { timeoutMs: 15_000 })
+    assert.isFalse(isAlive(pid), 'the stray was killed')
+    assert.notEqual(await pidOf(harness, agentId), pid)
+  }).timeout(60_000)
 })
