@@ -28,9 +28,16 @@ new Ignitor(APP_ROOT, { importer: IMPORTER })
     app.booting(async () => {
       await import('#start/env')
     })
-    app.terminating(() => runtime.release())
-    app.listen('SIGTERM', () => app.terminate())
-    app.listen('SIGINT', () => app.terminate())
+    // The embedded database goes last, after every provider's shutdown has used it.
+    // Once everything has shut down (agents stopped, their events stored, the
+    // database closed), nothing left may keep the stopped process alive.
+    const stop = () =>
+      app
+        .terminate()
+        .finally(() => runtime.release())
+        .finally(() => process.exit())
+    app.listen('SIGTERM', stop)
+    app.listen('SIGINT', stop)
   })
   .httpServer()
   .start()

@@ -81,5 +81,15 @@ export default class AgentsProvider {
       agentLifecycle.settled(),
       new Promise((resolve) => setTimeout(resolve, 15_000).unref()),
     ])
+    // The agents stop here, not at the runtime's own shutdown, so the feed
+    // events their stop causes are written while the database is still open
+    // (written after it closed, they reopened a pool that kept the stopped
+    // service alive for a minute).
+    const runtime = await this.app.container.make('runtime')
+    await runtime.stopAgents()
+    await Promise.race([
+      agentLifecycle.eventsStored(),
+      new Promise((resolve) => setTimeout(resolve, 5_000).unref()),
+    ])
   }
 }

@@ -93,6 +93,11 @@ export class AgentLifecycle {
     while (this.#background.size > 0) await Promise.allSettled([...this.#background])
   }
 
+  /** Every feed write that runtime events started so far has finished. */
+  async eventsStored(): Promise<void> {
+    await Promise.allSettled([...this.#eventWrites.values()].flatMap((writes) => [...writes]))
+  }
+
   async #fresh(agentId: string): Promise<Agent> {
     const agent = await Agent.find(agentId)
     if (!agent) throw new NotFoundException('Agent not found')

@@ -9,6 +9,8 @@ export default class ChatProvider {
     if (!['web', 'test'].includes(this.app.getEnvironment())) return
     const { chatSocketServer } = await import('#chat/services/chat_socket_server')
     await onNodeServer(this.app, (server) => chatSocketServer.attach(server))
+    // Before the HTTP server waits for its connections: say goodbye to each socket.
+    this.app.terminating(() => chatSocketServer.close({ goingAway: true }))
   }
 
   async shutdown() {

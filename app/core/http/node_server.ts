@@ -1,4 +1,5 @@
 import type { Server as HttpServer } from 'node:http'
+import type { Socket } from 'node:net'
 import type { ApplicationService } from '@adonisjs/core/types'
 
 /**
@@ -15,6 +16,32 @@ export async function onNodeServer(app: ApplicationService, attach: (server: Htt
     setNodeServer(nodeServer)
     attach(nodeServer as HttpServer)
   }
+}
+
+/** How long open streams and sockets get to finish once the service is told to stop. */
+export const SHUTDOWN_GRACE_MS = 5_000
+
+/**
+ * Node's `server.close()` (Adonis's shutdown) waits for every open
+ * connection, so one SSE stream, live log or WebSocket kept a stopping
+ * service alive forever. On shutdown idle keep-alive connections close at
+ * once and the rest after a short grace; registered at `ready`, this hook
+ * runs before Adonis's own close (terminating hooks run newest first).
+ */
+export function closeConnectionsOnShutdown(app: ApplicationService, server: HttpServer) {
+  // Every socket, upgraded ones (WebSockets) included: Node stops tracking those after the upgrade.
+  const sockets = new Set<Socket>()
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket)
+    socket.once('close', () => sockets.delete(socket))
+  })
+  app.terminating(() => {
+    server.closeIdleConnections()
+    setTimeout(() => {
+      server.closeAllConnections()
+      for (const socket of sockets) socket.destroy()
+    }, SHUTDOWN_GRACE_MS).unref()
+  })
 }
 
 /**
