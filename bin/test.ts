@@ -14,6 +14,8 @@ process.env.EXTRA_PLUGIN_DIRS ??= 'tests/fixtures/plugins'
 process.env.TRUST_PROXY ??= 'loopback'
 // The suite registers hundreds of accounts from one address; the limit's own test lowers it.
 process.env.SIGNUPS_PER_CLIENT_PER_DAY ??= '1000000'
+// scrypt at 2^14 instead of 2^17 (a second per hash): the rehash test checks the upgrade path.
+process.env.PASSWORD_HASH_COST ??= '16384'
 
 import 'reflect-metadata'
 import { Ignitor, prettyPrintError } from '@adonisjs/core'

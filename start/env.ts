@@ -16,6 +16,7 @@ export default await Env.create(new URL('../', import.meta.url), {
   APP_URL: Env.schema.string.optional({ format: 'url', tld: false }),
   APP_KEY: Env.schema.string.optional(),
   SIGNUPS_PER_CLIENT_PER_DAY: Env.schema.number.optional(),
+  PASSWORD_HASH_COST: Env.schema.number.optional(),
   CORS_ORIGINS: Env.schema.string.optional(),
   TRUST_PROXY: Env.schema.string.optional(),
   LOG_LEVEL: Env.schema.string.optional(),

@@ -1,6 +1,6 @@
 import { DateTime } from 'luxon'
+import { hashPassword } from '#identity/services/password_hashing'
 import { randomUUID } from 'node:crypto'
-import hash from '@adonisjs/core/services/hash'
 import limiter from '@adonisjs/limiter/services/main'
 import db from '@adonisjs/lucid/services/db'
 import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
@@ -78,7 +78,7 @@ export async function createAccount(
   input: NewAccountInput,
   trx?: TransactionClientContract
 ): Promise<User> {
-  const passwordHash = input.passwordHash ?? (await hash.make(input.password ?? randomToken()))
+  const passwordHash = input.passwordHash ?? (await hashPassword(input.password ?? randomToken()))
   for (let attempt = 0; ; attempt++) {
     try {
       return await User.create(
@@ -180,7 +180,7 @@ export async function register(input: RegistrationInput, ip: string): Promise<vo
 
   const existing = await User.query().where('email', email).first()
   if (existing) {
-    const passwordHash = await hash.make(input.password)
+    const passwordHash = await hashPassword(input.password)
     void answerTakenAddress(existing, passwordHash)
     return
   }

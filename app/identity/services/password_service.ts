@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import hash from '@adonisjs/core/services/hash'
+import { hashPassword, verifyPassword } from '#identity/services/password_hashing'
 import db from '@adonisjs/lucid/services/db'
 import limiter from '@adonisjs/limiter/services/main'
 import { DateTime } from 'luxon'
@@ -32,10 +32,10 @@ async function endSessions(user: User) {
 
 /** POST /auth/password/change: the current password proves it; answers a new session. */
 export async function changePassword(user: User, currentPassword: string, newPassword: string) {
-  if (!(await hash.verify(user.password, currentPassword))) {
+  if (!(await verifyPassword(user.password, currentPassword))) {
     throw new ValidationException('currentPassword: the current password is wrong')
   }
-  user.password = await hash.make(newPassword)
+  user.password = await hashPassword(newPassword)
   await user.save()
   await endSessions(user)
   const fresh = await User.findOrFail(user.id)
@@ -89,7 +89,7 @@ export async function resetPassword(token: string, password: string): Promise<vo
   if (claimed.length === 0) throw invalid
   const user = await User.find(claimed[0].user_id)
   if (!user || user.disabledAt) throw invalid
-  user.password = await hash.make(password)
+  user.password = await hashPassword(password)
   await user.save()
   // Other links sent before are void too.
   await db

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
+import { hashPassword, needsRehash, verifyPassword } from '#identity/services/password_hashing'
 import { DateTime } from 'luxon'
-import hash from '@adonisjs/core/services/hash'
 import limiter from '@adonisjs/limiter/services/main'
 import db from '@adonisjs/lucid/services/db'
 import {
@@ -40,7 +40,7 @@ let dummyHash: Promise<string> | undefined
 
 /** Compared against when the e-mail is unknown, so both failures take as long. */
 function timingDummy(): Promise<string> {
-  dummyHash ??= hash.make(randomToken())
+  dummyHash ??= hashPassword(randomToken())
   return dummyHash
 }
 
@@ -72,11 +72,16 @@ export async function issueSession(user: User, familyId: string = randomUUID()) 
 async function checkPassword(email: string, password: string): Promise<User> {
   const user = await User.query().where('email', email).first()
   if (!user) {
-    await hash.verify(await timingDummy(), password)
+    await verifyPassword(await timingDummy(), password)
     throw new AuthRequiredException(INVALID_CREDENTIALS)
   }
-  if (!(await hash.verify(user.password, password))) {
+  if (!(await verifyPassword(user.password, password))) {
     throw new AuthRequiredException(INVALID_CREDENTIALS)
+  }
+  if (needsRehash(user.password)) {
+    // Made at an older cost: redone now that the password is at hand.
+    user.password = await hashPassword(password)
+    await user.save()
   }
   return user
 }
