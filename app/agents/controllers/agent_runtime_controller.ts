@@ -133,7 +133,7 @@ export default class AgentRuntimeController {
       // An empty log is still a 200 text answer, not a 204.
       return response.status(200).send(await tailLogs(agent, tail))
     }
-    const release = takeStreamSlot('logs', agent.userId)
+    const release = await takeStreamSlot('logs', agent.userId)
     try {
       const abort = new AbortController()
       const lines = await followLogs(agent, { tail, signal: abort.signal })

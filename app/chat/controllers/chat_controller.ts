@@ -44,7 +44,7 @@ export default class ChatController {
     const user = ctx.auth.getUserOrFail()
     const agent = await ownedAgent(user, ctx.params.id)
     const body = ctx.request.body()
-    const release = takeStreamSlot('chat', user.id)
+    const release = await takeStreamSlot('chat', user.id)
     ctx.response.response.once('close', release)
     const sse = new SseStream(ctx, { heartbeatMs: chatConfig.sseHeartbeatMs })
 

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream'
 import logger from '@adonisjs/core/services/logger'
 import { WebSocketServer, type WebSocket } from 'ws'
 import { chatConfig } from '#config/chat'
+import { tryTakeSlot } from '#core/http/stream_slots'
 import { ApiException } from '#core/exceptions/api_exceptions'
 import { mapError } from '#core/http/error_envelope'
 import Agent from '#agents/models/agent'
@@ -122,8 +123,6 @@ export class ChatSocketServer {
   })
   readonly #servers = new WeakSet<Server>()
   readonly #states = new WeakMap<WebSocket, SocketState>()
-  /** Open sockets per account on this instance. */
-  readonly #perAccount = new Map<string, number>()
   #pinger?: NodeJS.Timeout
   #credentialCheck?: NodeJS.Timeout
 
@@ -173,12 +172,17 @@ export class ChatSocketServer {
     return this.wss.clients.size
   }
 
-  close(): void {
+  /** Stops the timers and ends every socket: with 1001 "going away" when the service stops. */
+  close(options: { goingAway?: boolean } = {}): void {
     clearTimeout(this.#pinger)
     this.#pinger = undefined
     clearInterval(this.#credentialCheck)
     this.#credentialCheck = undefined
-    for (const ws of this.wss.clients) ws.terminate()
+    for (const ws of this.wss.clients) {
+      if (options.goingAway && ws.readyState === ws.OPEN)
+        ws.close(1001, 'The service is restarting')
+      else ws.terminate()
+    }
   }
 
   /** Changes the keepalive interval (applies from the next tick). */
@@ -225,34 +229,42 @@ export class ChatSocketServer {
       return
     }
     socket.on('error', () => {})
-    admit(req, match[1]).then(
-      (admission) => this.#open(req, socket, head, admission),
-      (error) => {
+    admit(req, match[1])
+      .then(async (admission) => {
+        const release = admission.ok
+          ? await tryTakeSlot('sockets', admission.identity.user.id)
+          : null
+        this.#open(req, socket, head, admission, release)
+      })
+      .catch((error) => {
         logger.error({ err: error }, 'chat websocket: upgrade failed')
         socket.destroy()
-      }
-    )
+      })
   }
 
-  #open(req: IncomingMessage, socket: Duplex, head: Buffer, admission: Admission) {
-    if (socket.destroyed) return
+  /** `release`: the account's socket slot (null when it has none left: closed with 4429). */
+  #open(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    admission: Admission,
+    release: (() => void) | null
+  ) {
+    if (socket.destroyed) {
+      release?.()
+      return
+    }
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       if (admission.ok) {
         const userId = admission.identity.user.id
-        const open = this.#perAccount.get(userId) ?? 0
-        if (open >= chatConfig.websocket.maxSocketsPerAccount) {
+        if (!release) {
           ws.close(
             WS_CLOSE.tooManySockets,
             `At most ${chatConfig.websocket.maxSocketsPerAccount} open sockets per account`
           )
           return
         }
-        this.#perAccount.set(userId, open + 1)
-        ws.once('close', () => {
-          const left = (this.#perAccount.get(userId) ?? 1) - 1
-          if (left > 0) this.#perAccount.set(userId, left)
-          else this.#perAccount.delete(userId)
-        })
+        ws.once('close', release)
         this.#accept(ws, {
           alive: true,
           userId,
