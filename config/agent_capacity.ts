@@ -15,12 +15,14 @@ function positive(value: number | undefined, fallback: number): number {
   return value !== undefined && Number.isFinite(value) && value > 0 ? value : fallback
 }
 
+const idleSleepMs = positive(env.get('AGENT_IDLE_SLEEP_SECS'), 900) * 1000
+
 export const agentCapacityConfig = {
   bootConcurrency: Math.floor(positive(env.get('AGENT_BOOT_CONCURRENCY'), availableParallelism())),
   memoryBudgetMb: Math.floor(
     positive(env.get('AGENT_MEMORY_BUDGET_MB'), Math.max(512, hostMb - reserveMb))
   ),
-  idleSleepMs: positive(env.get('AGENT_IDLE_SLEEP_SECS'), 900) * 1000,
-  /** How often idle agents are looked for. */
-  idleCheckEveryMs: 30_000,
+  idleSleepMs,
+  /** How often idle agents are looked for: a quarter of the idle time, 1 to 30 s. */
+  idleCheckEveryMs: Math.min(30_000, Math.max(1000, Math.floor(idleSleepMs / 4))),
 }

@@ -48,7 +48,8 @@ test.group('Fault: the disk under storage/ is full', (group) => {
 
   group.setup(async () => {
     if (!disk) return () => {}
-    service = await startServiceUnderFault({ STORAGE_DIR: disk })
+    // Agents sleep after 2 s idle: the test fills the disk under a sleeping agent.
+    service = await startServiceUnderFault({ STORAGE_DIR: disk, AGENT_IDLE_SLEEP_SECS: '2' })
     return async () => {
       await service.destroy().catch(() => {})
       // Lazy: an agent process of the killed service may still hold it open.
@@ -77,6 +78,17 @@ test.group('Fault: the disk under storage/ is full', (group) => {
       { timeoutMs: 60_000, what: 'the agent to take files' }
     )
 
+    // Asleep, the agent has no process that a full disk could make crash
+    // (a crashed agent rightly answers 409 AGENT_NOT_RUNNING): its files
+    // are written straight to its folders, which is what this test is about.
+    await waitFor(
+      async () => {
+        const status = await service.call(`/agents/${agentId}/status`, { token })
+        return status.body.data?.container === 'sleeping' ? true : undefined
+      },
+      { timeoutMs: 30_000, what: 'the agent to fall asleep' }
+    )
+
     const filler = join(disk!, 'filler')
     fillUp(filler)
     const refused = await write('during.txt', 'x'.repeat(64 * 1024))
@@ -90,7 +102,7 @@ test.group('Fault: the disk under storage/ is full', (group) => {
     assert.equal(listed.status, 200)
     const detail = await service.call(`/agents/${agentId}`, { token })
     assert.equal(detail.status, 200, 'the agent is still served')
-    // On disk (the agent itself may crash meanwhile: its own output cannot be written either).
+    // On disk.
     const workspace = join(disk!, 'agents', agentId, 'workspace')
     assert.equal(
       readFileSync(join(workspace, 'before.txt'), 'utf8'),

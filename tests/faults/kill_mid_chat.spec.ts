@@ -36,7 +36,8 @@ test.group('Fault: the service is killed (-9) in the middle of a chat', (group) 
 
     const agentId = await service.createFixtureAgent(token, 'Fault agent')
     // A stopped agent answers on the hosted path: the service itself holds credits.
-    await service.call(`/agents/${agentId}/stop`, { method: 'POST', token })
+    const stopped = await service.call(`/agents/${agentId}/stop`, { method: 'POST', token })
+    assert.equal(stopped.status, 200, JSON.stringify(stopped.body))
 
     const apiKey = await service.call('/auth/api-keys', {
       method: 'POST',
@@ -63,13 +64,19 @@ test.group('Fault: the service is killed (-9) in the middle of a chat', (group) 
     assert.instanceOf(await chat, Error, 'the client sees the connection end, not a hang')
     const killedAt = Date.now()
     await service.restart()
+    let last: number | undefined
     const balance = await waitFor(
       async () => {
-        const now = await balanceOf()
-        return now === before ? now : undefined
+        last = await balanceOf()
+        return last === before ? last : undefined
       },
       { timeoutMs: 30_000, what: 'the held credits to come back' }
-    )
+    ).catch((error: Error) => {
+      throw new Error(
+        `${error.message}: balance ${last}, ${before} before the chat; ` +
+          `the restarted service said:\n${service.server.output().slice(-3000)}`
+      )
+    })
     console.log(
       `    kill -9 mid-chat: credits back ${Date.now() - killedAt} ms after the kill (restart included)`
     )

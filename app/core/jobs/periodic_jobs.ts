@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import db from '@adonisjs/lucid/services/db'
 import logger from '@adonisjs/core/services/logger'
-import { INSTANCE_ID } from '#core/jobs/instance'
+import { INSTANCE_ID, holderIsGone } from '#core/jobs/instance'
 
 /** Re-exported: callers that lease through this module name their holder with it. */
 export { INSTANCE_ID }
@@ -15,8 +15,10 @@ export { INSTANCE_ID }
  * one of them at a time and the others skip that tick. A run holds no
  * database connection of its own: jobs that outnumber the pool cannot
  * starve each other (which a transaction-scoped advisory lock per run did).
- * A holder that dies leaves its lease to expire (LEASE_MS). Jobs must still
- * be idempotent: a tick may run late or twice.
+ * A holder that dies leaves its lease to expire (LEASE_MS), or to be taken
+ * over at once when it provably died (holderIsGone: same host, pid gone),
+ * so a service killed mid-run does not hold up its successor's first run.
+ * Jobs must still be idempotent: a tick may run late or twice.
  */
 export interface PeriodicJob {
   /** Unique name, also the lease key. */
@@ -45,8 +47,26 @@ export function lockKeyFor(name: string): string {
   ).toString()
 }
 
-/** Claims the job's lease for `holder`; true when it is now theirs. */
+/**
+ * Claims the job's lease for `holder`; true when it is now theirs. A lease
+ * whose holder provably died is taken over (only looked up when the claim
+ * finds the lease taken, which is rare).
+ */
 export async function claimJobLease(name: string, holder: string, ms = LEASE_MS) {
+  if (await claimFreeJobLease(name, holder, ms)) return true
+  const current = await db.from('periodic_job_leases').where('name', name).select('holder').first()
+  if (!current || !holderIsGone(current.holder)) return false
+  const takenOver = await db.rawQuery(
+    `update periodic_job_leases
+        set holder = ?, started_at = now(), expires_at = now() + (? * interval '1 millisecond')
+      where name = ? and holder = ?
+      returning name`,
+    [holder, ms, name, current.holder]
+  )
+  return takenOver.rows.length > 0
+}
+
+async function claimFreeJobLease(name: string, holder: string, ms: number) {
   const result = await db.rawQuery(
     `insert into periodic_job_leases (name, holder, started_at, expires_at)
      values (?, ?, now(), now() + (? * interval '1 millisecond'))

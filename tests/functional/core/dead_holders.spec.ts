@@ -3,6 +3,7 @@ import { once } from 'node:events'
 import { hostname } from 'node:os'
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
+import { claimJobLease } from '#core/jobs/periodic_jobs'
 import { claimLease, leaseHolder } from '#runtime/services/runtime_lease'
 import { runDueSchedules } from '#schedules/services/schedule_service'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
@@ -72,5 +73,20 @@ test.group('Claims of a dead holder are taken over at once', (group) => {
     assert.isTrue(await claimLease(other, `${hostname()}:${living.pid}:alive`, 60 * 60_000))
     assert.isFalse(await claimLease(other, 'instance-next', 20_000), 'live holder: left alone')
     await db.from('runtime_leases').whereIn('name', [name, other]).delete()
+  })
+
+  test('a periodic job lease of a killed instance is taken at once; a live holder keeps its own', async ({
+    assert,
+  }) => {
+    const name = `test-job-${Date.now()}`
+    assert.isTrue(await claimJobLease(name, await deadHolder(), 60 * 60_000))
+    assert.isTrue(await claimJobLease(name, 'instance-next'), 'dead holder: taken over')
+    const row = await db.from('periodic_job_leases').where('name', name).firstOrFail()
+    assert.equal(row.holder, 'instance-next')
+
+    const other = `test-job-live-${Date.now()}`
+    assert.isTrue(await claimJobLease(other, `${hostname()}:${living.pid}:alive`, 60 * 60_000))
+    assert.isFalse(await claimJobLease(other, 'instance-next'), 'live holder: left alone')
+    await db.from('periodic_job_leases').whereIn('name', [name, other]).delete()
   })
 })
