@@ -1,7 +1,7 @@
 import { constants } from 'node:fs'
 import { randomBytes } from 'node:crypto'
-import { lstat, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises'
-import { basename, dirname, join } from 'node:path'
+import { lstat, open, readdir, rename, rm, stat } from 'node:fs/promises'
+import { basename, dirname } from 'node:path'
 import {
   AgentNotRunningException,
   ForbiddenException,
@@ -12,6 +12,7 @@ import {
 import type { AgentFileReader } from '#plugins/types'
 import type { FileEntry, WorkspaceFiles } from '#runtime/types'
 import { resolveLocalWorkspacePath, type WorkspacePathOptions } from '#runtime/files/workspace_path'
+import { inConfinedDir } from '#runtime/files/confined_dir'
 
 /** Largest file the file manager reads or writes in one request. */
 export const MAX_WORKSPACE_FILE_BYTES = 5 * 1024 * 1024
@@ -64,16 +65,11 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
 
   async list(path: string): Promise<FileEntry[]> {
     const target = await this.#resolve(path)
-    let names
-    try {
-      names = await readdir(target.real, { withFileTypes: true })
-    } catch (error) {
-      if (errorCode(error) === 'ENOENT') throw new NotFoundException(`${target.display} not found`)
-      if (errorCode(error) === 'ENOTDIR') {
-        throw new ValidationException(`${target.display} is not a directory`)
-      }
-      throw error
-    }
+    const names = await notFoundAs(target.display, () =>
+      inConfinedDir(target.workspace, target.real, target, (dir) =>
+        readdir(dir.path(), { withFileTypes: true })
+      )
+    )
     const entries: FileEntry[] = []
     for (const entry of names) {
       if (entry.isDirectory()) {
@@ -102,28 +98,25 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
 
   async read(path: string): Promise<{ content: string; size: number }> {
     const target = await this.#resolve(path)
-    let info
-    try {
-      info = await stat(target.real)
-    } catch (error) {
-      if (errorCode(error) === 'ENOENT' || errorCode(error) === 'ENOTDIR') {
-        throw new NotFoundException(`${target.display} not found`)
-      }
-      throw error
-    }
-    if (info.isDirectory()) throw new ValidationException(`${target.display} is a directory`)
-    if (info.size > MAX_WORKSPACE_FILE_BYTES) {
-      throw new PayloadTooLargeException(
-        `${target.display} is larger than ${MAX_WORKSPACE_FILE_BYTES} bytes`
-      )
-    }
-    const handle = await openNoFollow(target.real, constants.O_RDONLY)
-    try {
-      const buffer = await handle.readFile()
-      return { content: buffer.toString('utf8'), size: buffer.length }
-    } finally {
-      await handle.close()
-    }
+    if (!target.relative) throw new ValidationException(`${target.display} is a directory`)
+    const buffer = await notFoundAs(target.display, () =>
+      inConfinedDir(target.workspace, dirname(target.real), target, async (dir) => {
+        const handle = await openNoFollow(dir.path(basename(target.real)), constants.O_RDONLY)
+        try {
+          const info = await handle.stat()
+          if (info.isDirectory()) throw new ValidationException(`${target.display} is a directory`)
+          if (info.size > MAX_WORKSPACE_FILE_BYTES) {
+            throw new PayloadTooLargeException(
+              `${target.display} is larger than ${MAX_WORKSPACE_FILE_BYTES} bytes`
+            )
+          }
+          return await handle.readFile()
+        } finally {
+          await handle.close()
+        }
+      })
+    )
+    return { content: buffer.toString('utf8'), size: buffer.length }
   }
 
   async write(path: string, content: string): Promise<{ path: string; size: number }> {
@@ -134,57 +127,64 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
     }
     const target = await this.#resolve(path)
     if (!target.relative) throw new ValidationException('path must name a file')
-    await mkdir(dirname(target.real), { recursive: true })
-    // The parents may have just been created: check the path once more before writing.
-    const checked = await this.#resolve(path)
-    const existing = await lstat(checked.real).catch(() => undefined)
-    if (existing?.isDirectory()) throw new ValidationException(`${target.display} is a directory`)
-    // Written beside the target and renamed over it: a full disk or a crash
-    // mid-write never leaves a half-written file, only the old one or none.
-    const staged = join(
-      dirname(checked.real),
-      `.${basename(checked.real)}.${randomBytes(6).toString('hex')}.partial`
+    const name = basename(target.real)
+    await inConfinedDir(
+      target.workspace,
+      dirname(target.real),
+      { ...target, create: true },
+      async (dir) => {
+        const existing = await lstat(dir.path(name)).catch(() => undefined)
+        if (existing?.isDirectory()) {
+          throw new ValidationException(`${target.display} is a directory`)
+        }
+        // Written beside the target and renamed over it: a full disk or a crash
+        // mid-write never leaves a half-written file, only the old one or none.
+        const staged = `.${name}.${randomBytes(6).toString('hex')}.partial`
+        const handle = await openNoFollow(
+          dir.path(staged),
+          constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
+          0o644
+        )
+        try {
+          try {
+            await handle.writeFile(bytes)
+          } finally {
+            await handle.close()
+          }
+          await rename(dir.path(staged), dir.path(name))
+        } catch (error) {
+          await rm(dir.path(staged), { force: true })
+          throw error
+        }
+      }
     )
-    let handle
-    try {
-      handle = await openNoFollow(
-        staged,
-        constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
-        0o644
-      )
-    } catch (error) {
-      if (errorCode(error) === 'ENOTDIR') {
-        throw new ValidationException(`a parent of ${target.display} is a file`)
-      }
-      throw error
-    }
-    try {
-      try {
-        await handle.writeFile(bytes)
-      } finally {
-        await handle.close()
-      }
-      await rename(staged, checked.real)
-    } catch (error) {
-      await rm(staged, { force: true })
-      throw error
-    }
     return { path: target.display, size: bytes.length }
   }
 
   async delete(path: string): Promise<{ deleted: string }> {
     const target = await this.#resolve(path)
     if (!target.relative) throw new ValidationException('the workspace root cannot be deleted')
-    try {
-      await stat(target.absolute)
-    } catch (error) {
-      if (errorCode(error) === 'ENOENT' || errorCode(error) === 'ENOTDIR') {
-        throw new NotFoundException(`${target.display} not found`)
-      }
-      throw error
-    }
-    await rm(target.absolute, { recursive: true, force: true })
+    // The named entry itself goes (a link, not what it points to), from its
+    // parent folder as it really is.
+    const parent = await this.#resolve(dirname(target.relative))
+    const name = basename(target.relative)
+    await notFoundAs(target.display, () =>
+      inConfinedDir(parent.workspace, parent.real, target, async (dir) => {
+        await lstat(dir.path(name))
+        await rm(dir.path(name), { recursive: true, force: true })
+      })
+    )
     return { deleted: target.display }
+  }
+}
+
+/** ENOENT (the path or a parent is missing) as a 404 naming the path. */
+async function notFoundAs<T>(display: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work()
+  } catch (error) {
+    if (errorCode(error) === 'ENOENT') throw new NotFoundException(`${display} not found`)
+    throw error
   }
 }
 
@@ -194,17 +194,21 @@ export class LocalAgentReader implements AgentFileReader {
 
   async readText(root: 'state' | 'workspace', path: string): Promise<string | undefined> {
     const checked = await resolveLocalWorkspacePath(this.roots[root], path)
+    if (!checked.relative) return undefined
     try {
-      const handle = await openNoFollow(checked.real, constants.O_RDONLY)
-      try {
-        const info = await handle.stat()
-        if (!info.isFile() || info.size > MAX_WORKSPACE_FILE_BYTES) return undefined
-        const bytes = await handle.readFile()
-        return bytes.toString('utf8')
-      } finally {
-        await handle.close()
-      }
+      return await inConfinedDir(checked.workspace, dirname(checked.real), checked, async (dir) => {
+        const handle = await openNoFollow(dir.path(basename(checked.real)), constants.O_RDONLY)
+        try {
+          const info = await handle.stat()
+          if (!info.isFile() || info.size > MAX_WORKSPACE_FILE_BYTES) return undefined
+          const bytes = await handle.readFile()
+          return bytes.toString('utf8')
+        } finally {
+          await handle.close()
+        }
+      })
     } catch (error) {
+      if (error instanceof ValidationException) return undefined
       if (['ENOENT', 'ENOTDIR', 'EISDIR'].includes(errorCode(error) ?? '')) return undefined
       throw error
     }
@@ -216,7 +220,9 @@ export class LocalAgentReader implements AgentFileReader {
   ): Promise<Array<{ name: string; type: 'file' | 'directory' }>> {
     const checked = await resolveLocalWorkspacePath(this.roots[root], path)
     try {
-      const entries = await readdir(checked.real, { withFileTypes: true })
+      const entries = await inConfinedDir(checked.workspace, checked.real, checked, (dir) =>
+        readdir(dir.path(), { withFileTypes: true })
+      )
       return entries
         .filter((entry) => entry.isFile() || entry.isDirectory())
         .map((entry) => ({
@@ -226,6 +232,7 @@ export class LocalAgentReader implements AgentFileReader {
         .sort((a, b) => a.name.localeCompare(b.name))
     } catch (error) {
       if (['ENOENT', 'ENOTDIR'].includes(errorCode(error) ?? '')) return []
+      if (error instanceof ValidationException) return []
       throw error
     }
   }

@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { existsSync } from 'node:fs'
-import { readFile, symlink, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
 import { TRAVERSAL_PATHS, plantEscapeLinks } from '#tests/helpers/traversal'
@@ -99,6 +102,58 @@ test.group('Runtime / workspace files through the process driver', (group) => {
     await files.delete('inside-link')
     assert.isFalse(existsSync(join(workspace, 'inside-link')))
     assert.isTrue(existsSync(join(workspace, 'inside', 'target.txt')))
+  })
+
+  test('a parent folder swapped for a symlink mid-request never lets an operation out', async ({
+    assert,
+  }) => {
+    // The attack: the agent swaps a folder of its workspace for a link to
+    // the outside, again and again, while its owner's requests run.
+    const outside = await mkdtemp(join(tmpdir(), 'confine-outside-'))
+    await writeFile(join(outside, 'secret.txt'), 'outside secret')
+    await writeFile(join(outside, 'victim.txt'), 'must stay')
+    await files.write('race/secret.txt', 'inside')
+    const racer = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const fs = require('fs')
+         const [dir, outside] = process.argv.slice(1)
+         for (;;) {
+           try { fs.renameSync(dir, dir + '.real'); fs.symlinkSync(outside, dir) } catch {}
+           try { fs.unlinkSync(dir); fs.renameSync(dir + '.real', dir) } catch {}
+         }`,
+        join(workspace, 'race'),
+        outside,
+      ],
+      { stdio: 'ignore' }
+    )
+    const seen = { reads: 0, writes: 0 }
+    try {
+      for (let round = 0; round < 400; round++) {
+        await files.write('race/pwned.txt', 'pwned').then(
+          () => seen.writes++,
+          () => {}
+        )
+        const read = await files.read('race/secret.txt').catch(() => undefined)
+        if (read) seen.reads++
+        assert.notEqual(read?.content, 'outside secret', `round ${round}: read the outside`)
+        const listed = await files.list('race').catch(() => [])
+        assert.notInclude(
+          listed.map((entry) => entry.name),
+          'victim.txt',
+          `round ${round}: listed the outside`
+        )
+        await files.delete('race/victim.txt').catch(() => {})
+      }
+    } finally {
+      racer.kill('SIGKILL')
+      await once(racer, 'exit')
+    }
+    assert.isFalse(existsSync(join(outside, 'pwned.txt')), 'nothing was written outside')
+    assert.equal(await readFile(join(outside, 'victim.txt'), 'utf8'), 'must stay')
+    assert.isAbove(seen.reads + seen.writes, 0, 'requests got through while the folder was real')
+    await rm(outside, { recursive: true, force: true })
   })
 
   for (const path of TRAVERSAL_PATHS) {
