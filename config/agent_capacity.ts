@@ -6,7 +6,8 @@ import env from '#start/env'
  * CONTRACT.md): AGENT_BOOT_CONCURRENCY (default: the number of cores),
  * AGENT_MEMORY_BUDGET_MB (default: host memory less a reserve for the
  * service and its database: a quarter of it, at least 2 GB and at most
- * 8 GB) and AGENT_IDLE_SLEEP_SECS (default 900).
+ * 8 GB), AGENT_IDLE_SLEEP_SECS (default 900) and AGENT_WORKSPACE_QUOTA_MB
+ * (default 1024).
  */
 const hostMb = Math.floor(totalmem() / 1024 / 1024)
 const reserveMb = Math.min(8192, Math.max(2048, Math.floor(hostMb / 4)))
@@ -25,4 +26,6 @@ export const agentCapacityConfig = {
   idleSleepMs,
   /** How often idle agents are looked for: a quarter of the idle time, 1 to 30 s. */
   idleCheckEveryMs: Math.min(30_000, Math.max(1000, Math.floor(idleSleepMs / 4))),
+  /** Most an agent's workspace folder may hold (app/runtime/files/workspace_quota.ts). */
+  workspaceQuotaMb: positive(env.get('AGENT_WORKSPACE_QUOTA_MB'), 1024),
 }

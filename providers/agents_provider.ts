@@ -36,10 +36,16 @@ export default class AgentsProvider {
 
     if (this.app.getEnvironment() === 'web') {
       const { agentCapacityConfig } = await import('#config/agent_capacity')
+      let checking = false
       this.#idleTimer = setInterval(() => {
+        // A check that outlasts the interval (many workspaces to measure) is not doubled.
+        if (checking) return
+        checking = true
         agentLifecycle
           .sleepIdle(agentCapacityConfig.idleSleepMs)
+          .then(() => agentLifecycle.sleepOverQuota())
           .catch((error) => logger.warn({ err: error }, 'agents: idle check failed'))
+          .finally(() => (checking = false))
       }, agentCapacityConfig.idleCheckEveryMs)
       this.#idleTimer.unref()
     }

@@ -7,6 +7,7 @@ import type { FrameworkPlugin } from '#plugins/types'
 import { agentPaths } from '#runtime/agent_paths'
 import { chatOnce, chatStream, type ChatTarget } from '#runtime/chat_client'
 import { gatewayTokenFor } from '#runtime/credentials'
+import { assertStartable, overQuota, withWorkspaceQuota } from '#runtime/files/workspace_quota'
 import { CapacityManager, type CapacitySnapshot } from '#runtime/capacity/capacity_manager'
 import type {
   AgentRuntimeSpec,
@@ -37,8 +38,12 @@ export interface RuntimeServiceOptions {
   readinessTimeoutMs?: number
   /** Longest wait for a chat reply (or a stream's first bytes). Default 300 s. */
   chatTimeoutMs?: number
-  /** Boot queue and memory budget (app/runtime/capacity); unlimited when absent. */
-  capacity?: { bootConcurrency: number; memoryBudgetMb: number }
+  /**
+   * Boot queue and memory budget (app/runtime/capacity), and the most an
+   * agent's workspace may hold (files/workspace_quota); unlimited when
+   * absent. Read at each use, so a change applies at once.
+   */
+  capacity?: { bootConcurrency: number; memoryBudgetMb: number; workspaceQuotaMb?: number }
   log?: (
     level: 'info' | 'warn' | 'error',
     message: string,
@@ -382,7 +387,33 @@ export class RuntimeService {
   /** The workspace file manager of a running agent. */
   async files(agentId: string): Promise<WorkspaceFiles> {
     await this.#requireRunning(agentId)
-    return this.driver.files(agentId)
+    return this.#withQuota(agentId, this.driver.files(agentId))
+  }
+
+  #workspaceDir(agentId: string): string {
+    return agentPaths(this.options.agentsDir, agentId).workspace
+  }
+
+  get #workspaceQuotaBytes(): number | undefined {
+    const mb = this.options.capacity?.workspaceQuotaMb
+    return mb ? mb * 1024 * 1024 : undefined
+  }
+
+  #withQuota(agentId: string, files: WorkspaceFiles): WorkspaceFiles {
+    const quota = this.#workspaceQuotaBytes
+    return quota ? withWorkspaceQuota(files, this.#workspaceDir(agentId), quota) : files
+  }
+
+  /** True when the agent's own writes took its workspace past the quota. */
+  async workspaceOverQuota(agentId: string): Promise<boolean> {
+    const quota = this.#workspaceQuotaBytes
+    return quota ? overQuota(this.#workspaceDir(agentId), quota) : false
+  }
+
+  /** 400 when the agent's workspace is over its quota (it may not start until it is not). */
+  async assertWorkspaceStartable(agentId: string): Promise<void> {
+    const quota = this.#workspaceQuotaBytes
+    if (quota) await assertStartable(this.#workspaceDir(agentId), quota)
   }
 
   /**
@@ -390,7 +421,7 @@ export class RuntimeService {
    * folders on disk), without waking it. The agents area decides who may.
    */
   filesAtRest(agentId: string): WorkspaceFiles {
-    return this.driver.files(agentId)
+    return this.#withQuota(agentId, this.driver.files(agentId))
   }
 
   /** The memory store of an agent that is asleep, read from disk. */

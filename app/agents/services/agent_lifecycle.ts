@@ -107,9 +107,11 @@ export class AgentLifecycle {
   async #start(agentId: string) {
     const agent = await this.#fresh(agentId)
     if (agent.status === 'paused') throw new ValidationException(PAUSED_MESSAGE)
+    const runtime = await this.runtime()
+    // Over its workspace quota the agent stays as it is (asleep: the hosted path answers).
+    await runtime.assertWorkspaceStartable(agent.id)
     if (agent.status !== 'active') await setStatus(agent.id, 'active')
     try {
-      const runtime = await this.runtime()
       return await runtime.ensureStarted(runtimeSpecFor(agent))
     } catch (error) {
       // Stopped while it waited in the boot queue: not a failure of the agent.
@@ -195,6 +197,33 @@ export class AgentLifecycle {
       .map((entry) => entry.agentId)
     await Promise.allSettled(idle.map((agentId) => this.sleep(agentId)))
     return idle
+  }
+
+  /**
+   * Puts to sleep every agent running here whose own writes took its
+   * workspace past the quota; it stays asleep (messages answered on the
+   * hosted path, files manageable) until enough is deleted. Returns the ids.
+   */
+  async sleepOverQuota(): Promise<string[]> {
+    const runtime = await this.runtime()
+    const over: string[] = []
+    for (const entry of runtime.admittedAgents()) {
+      if (!entry.booting && (await runtime.workspaceOverQuota(entry.agentId))) {
+        over.push(entry.agentId)
+      }
+    }
+    await Promise.allSettled(
+      over.map(async (agentId) => {
+        await this.sleep(agentId)
+        await recordFeedEvent(agentId, {
+          type: 'error',
+          content:
+            'Workspace over its quota: the agent was put to sleep and stays asleep ' +
+            'until files are deleted through the file manager',
+        })
+      })
+    )
+    return over
   }
 
   /** A new agent: starts its container without making the request wait. */
