@@ -2,6 +2,7 @@ import { tierPlan } from '#config/plans'
 import { NotFoundException } from '#core/exceptions/api_exceptions'
 import { requireRole } from '#identity/services/roles'
 import type CreditLedgerEntry from '#credits/models/credit_ledger_entry'
+import { isLaterAliasAccount } from '#credits/services/monthly_grant'
 import creditLedger from '#credits/services/credit_ledger'
 import User from '#identity/models/user'
 import { notify } from '#identity/services/notification_service'
@@ -37,9 +38,11 @@ export function presentEntry(entry: CreditLedgerEntry): UsageEntryView {
 /** GET /ai-credits/balance. */
 export async function balanceView(user: User) {
   const tier = user.effectiveTier
+  // The free allowance is one per mailbox (grantMonthlyCredits): an alias account's is 0.
+  const alias = tier === 'free' && (await isLaterAliasAccount(user.id))
   return {
     balance: await creditLedger.balanceOf(user.id),
-    monthlyGrant: tierPlan(tier).aiCreditsMonthly,
+    monthlyGrant: alias ? 0 : tierPlan(tier).aiCreditsMonthly,
     tier,
   }
 }

@@ -292,13 +292,15 @@ export async function verifyEmail(token: string): Promise<VerificationOutcome> {
     if (isAdminEmail(user.email)) user.role = 'admin'
     await user.useTransaction(trx).save()
 
-    await grantMonthlyCredits(user, { trx })
+    const grant = await grantMonthlyCredits(user, { trx })
     await notify(
       user.id,
       {
         type: 'welcome',
         title: 'Welcome to Agent Host',
-        body: 'Your e-mail address is verified and your monthly AI Credits have been added.',
+        body: grant?.applied
+          ? 'Your e-mail address is verified and your monthly AI Credits have been added.'
+          : 'Your e-mail address is verified.',
       },
       { trx }
     )

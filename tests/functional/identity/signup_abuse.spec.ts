@@ -1,11 +1,15 @@
 import { randomBytes } from 'node:crypto'
 import { test } from '@japa/runner'
+import { DateTime } from 'luxon'
 import db from '@adonisjs/lucid/services/db'
 import type { ApiClient } from '@japa/api-client'
 import { identityLimits } from '#config/identity'
 import User from '#identity/models/user'
 import { canonicalEmail } from '#identity/services/person_signals'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
+import { linkIn, waitForMail } from '#tests/helpers/mail'
+import { tierPlan } from '#config/plans'
+import { grantMonthlyCredits } from '#credits/services/monthly_grant'
 import { creditsOf, jwtFor, uniqueUsername } from '#tests/helpers/identity'
 
 /**
@@ -117,5 +121,44 @@ test.group('Sign-up abuse', () => {
       rewards.map((row) => row.referred_id),
       [friend.id]
     )
+  })
+
+  test('the free monthly grant is one per mailbox: an alias verified later gets none, now or next month; a paying alias gets its plan’s', async ({
+    client,
+    assert,
+  }) => {
+    const local = randomLocal()
+    const addresses = [`${local}@example.test`, `${local}+farm@example.test`]
+    for (const email of addresses) {
+      const registered = await register(client, email, randomIp())
+      registered.assertStatus(200)
+      const link = linkIn(await waitForMail(email), '/auth/verify-email/')
+      const verified = await client.get(link.pathname)
+      verified.assertStatus(200)
+    }
+    const [owner, puppet] = await Promise.all(
+      addresses.map((email) => User.findByOrFail('email', email))
+    )
+    const freeGrant = tierPlan('free').aiCreditsMonthly
+    assert.isAbove(freeGrant, 0)
+    assert.equal(await creditsOf(owner), freeGrant)
+    assert.equal(await creditsOf(puppet), 0, 'the alias got no free grant at verification')
+
+    const ownerBalance = await client.get('/ai-credits/balance').bearerToken(jwtFor(owner))
+    assert.equal(ownerBalance.body().data.monthlyGrant, freeGrant)
+    const puppetBalance = await client.get('/ai-credits/balance').bearerToken(jwtFor(puppet))
+    assert.equal(puppetBalance.body().data.monthlyGrant, 0)
+
+    const nextMonth = DateTime.utc().plus({ months: 1 }).startOf('month').plus({ hours: 1 })
+    assert.isNull(await grantMonthlyCredits(puppet, { now: nextMonth.toJSDate() }))
+    const ownersNext = await grantMonthlyCredits(owner, { now: nextMonth.toJSDate() })
+    assert.isTrue(ownersNext?.applied)
+
+    puppet.tier = 'starter'
+    puppet.subscriptionExpiresAt = DateTime.utc().plus({ days: 30 })
+    await puppet.save()
+    const paid = await grantMonthlyCredits(puppet, { now: nextMonth.toJSDate() })
+    assert.isTrue(paid?.applied, 'a paying alias gets what its plan grants')
+    assert.equal(await creditsOf(puppet), tierPlan('starter').aiCreditsMonthly)
   })
 })
