@@ -1,7 +1,7 @@
 import type { ApplicationService } from '@adonisjs/core/types'
-import { storageDir } from '#core/bootstrap/paths'
+import { agentsDir, storageDir } from '#core/bootstrap/paths'
 import { PluginRegistry } from '#plugins/plugin_registry'
-import { createDriver, runtimeFolders } from '#runtime/driver_factory'
+import { createDriver } from '#runtime/driver_factory'
 import { RuntimeService } from '#runtime/runtime_service'
 import type { ImageSource } from '#runtime/docker/docker_driver'
 import { agentCapacityConfig } from '#config/agent_capacity'
@@ -27,6 +27,7 @@ export default class RuntimeProvider {
     this.app.container.singleton(RuntimeService, async (resolver) => {
       const logger = await resolver.make('logger')
       const storage = storageDir(this.app.appRoot)
+      const agents = agentsDir(this.app.appRoot)
       const log = (message: string, detail?: Record<string, unknown>) =>
         logger.info(detail ?? {}, `runtime: ${message}`)
       this.#runtime = new RuntimeService({
@@ -34,10 +35,11 @@ export default class RuntimeProvider {
           runtime: process.env.AGENT_RUNTIME,
           images: process.env.AGENT_IMAGES as ImageSource | undefined,
           storageDir: storage,
+          agentsDir: agents,
           log,
         }),
         frameworks: await resolver.make(PluginRegistry),
-        agentsDir: runtimeFolders(storage).agentsDir,
+        agentsDir: agents,
         capacity: agentCapacityConfig,
         log: (level, message, detail) => logger[level](detail ?? {}, `runtime: ${message}`),
       })

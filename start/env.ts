@@ -32,6 +32,7 @@ export default await Env.create(new URL('../', import.meta.url), {
   AGENT_MEMORY_BUDGET_MB: Env.schema.number.optional(),
   AGENT_IDLE_SLEEP_SECS: Env.schema.number.optional(),
   AGENT_WORKSPACE_QUOTA_MB: Env.schema.number.optional(),
+  AGENTS_DIR: Env.schema.string.optional(),
 
   MODEL_API_URL: Env.schema.string.optional({ format: 'url', tld: false }),
   MODEL_API_KEY: Env.schema.string.optional(),

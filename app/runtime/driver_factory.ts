@@ -12,17 +12,19 @@ export interface DriverSettings {
   images?: ImageSource
   /** The service's storage folder (STORAGE_DIR-aware, see app/core/bootstrap/paths.ts). */
   storageDir: string
+  /** The agents' folders (agentsDir in app/core/bootstrap/paths.ts); `<storage>/agents` when absent. */
+  agentsDir?: string
   log?: (message: string, detail?: Record<string, unknown>) => void
 }
 
-/** Where agents live under storage: `agents/<id>/` and the framework cache `runtime/`. */
-export function runtimeFolders(storageDir: string) {
-  return { agentsDir: join(storageDir, 'agents'), cacheDir: join(storageDir, 'runtime') }
+/** Where agents live (`<agentsDir>/<id>/`) and the framework cache (`<storage>/runtime/`). */
+export function runtimeFolders(storageDir: string, agentsDir = join(storageDir, 'agents')) {
+  return { agentsDir, cacheDir: join(storageDir, 'runtime') }
 }
 
 /** The container driver AGENT_RUNTIME names. */
 export function createDriver(settings: DriverSettings): ContainerDriver {
-  const { agentsDir, cacheDir } = runtimeFolders(settings.storageDir)
+  const { agentsDir, cacheDir } = runtimeFolders(settings.storageDir, settings.agentsDir)
   const runtime = settings.runtime || 'process'
   switch (runtime) {
     case 'process':

@@ -5,10 +5,9 @@
  * agent process outlives its test.
  */
 import app from '@adonisjs/core/services/app'
-import { storageDir } from '#core/bootstrap/paths'
+import { agentsDir } from '#core/bootstrap/paths'
 import { agentPaths, type AgentPaths } from '#runtime/agent_paths'
 import { gatewayTokenFor } from '#runtime/credentials'
-import { runtimeFolders } from '#runtime/driver_factory'
 import type { ApiClient } from '@japa/api-client'
 import Agent from '#agents/models/agent'
 import type User from '#identity/models/user'
@@ -110,7 +109,7 @@ export async function storedConfigOf(agentId: string): Promise<Record<string, un
 
 /** The agent's local folders (process driver, the app's storage). */
 export function foldersOf(agentId: string): AgentPaths {
-  return agentPaths(runtimeFolders(storageDir(app.appRoot)).agentsDir, agentId)
+  return agentPaths(agentsDir(app.appRoot), agentId)
 }
 
 /**

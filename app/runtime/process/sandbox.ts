@@ -132,10 +132,13 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
   const { paths, launch } = request
   const uid = runsAsRoot ? agentUid(request.agentId) : undefined
   if (uid !== undefined) {
-    // The agents folder (and the storage folder above it) let each agent through to
-    // its own folder and list nothing.
+    // The agents folder lets each agent through to its own folder and lists
+    // nothing; every folder above it must let the agent's uid through too.
     await chmod(dirname(paths.root), 0o711)
-    await allowTraversal(dirname(dirname(paths.root)))
+    for (let folder = dirname(dirname(paths.root)); ; folder = dirname(folder)) {
+      await allowTraversal(folder)
+      if (dirname(folder) === folder) break
+    }
     await lchown(paths.root, uid, uid)
     for (const folder of ownFolders(paths)) await chownTree(folder, uid, uid)
   }
