@@ -93,6 +93,12 @@ export interface ProcessLaunchTools {
    * installed package's folder. Never touches the service's own dependencies.
    */
   ensureNpmPackage(name: string, version: string): Promise<{ packageDir: string }>
+  /**
+   * The same for Python frameworks: a virtual environment named `name`
+   * holding exactly `requirements` (each pinned, `pkg==1.2.3`), installed
+   * with the host's python3 and pip on first use; returns its folder.
+   */
+  ensurePythonPackages(name: string, requirements: string[]): Promise<{ venvDir: string }>
   /** Progress and diagnostics, shown in the service log and the agent's log. */
   log(message: string): void
 }

@@ -1,7 +1,5 @@
-import { accessSync, constants } from 'node:fs'
-import { delimiter, dirname, join } from 'node:path'
+import { join } from 'node:path'
 import { stringify as toYaml } from 'yaml'
-import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import {
   definePlugin,
   type AgentRuntimeContext,
@@ -20,8 +18,8 @@ import {
  * OpenAI-compatible /v1/chat/completions and /health, authenticated with
  * API_SERVER_KEY (the agent's gateway token). State lives in HERMES_HOME:
  * config.yaml, .env, SOUL.md and memories/. The docker driver runs the
- * pinned image; the process driver runs `hermes gateway run` from the
- * service's PATH.
+ * pinned image; the process driver runs `hermes gateway run` from a venv
+ * of the runtime cache (installed from PyPI on first use).
  */
 export const HERMES_IMAGE = 'nousresearch/hermes-agent:v2026.6.19'
 
@@ -32,25 +30,20 @@ export const HERMES_IMAGE = 'nousresearch/hermes-agent:v2026.6.19'
  */
 export const HERMES_PYPI_VERSION = '0.19.0'
 
+/**
+ * What the process driver installs into the runtime cache's venv: the
+ * release, and aiohttp, which its API server adapter needs but which only
+ * the large `messaging` extra (Telegram, Discord, Slack clients) would
+ * bring (`gateway/platforms/api_server.py` imports it).
+ */
+export const HERMES_REQUIREMENTS = [`hermes-agent==${HERMES_PYPI_VERSION}`, 'aiohttp==3.14.1']
+const HERMES_ENVIRONMENT = `hermes-agent@${HERMES_PYPI_VERSION}`
+
 const CONTAINER_STATE = '/opt/data'
 const CONTAINER_WORKSPACE = `${CONTAINER_STATE}/workspace`
 const CONTAINER_PORT = 8642
 const PROVIDER_NAME = 'agenthost'
 const MODEL_KEY_VARIABLE = 'AGENT_HOST_MODEL_KEY'
-
-/** The `hermes` executable on the service's PATH, if any. */
-export function findHermes(path = process.env.PATH ?? ''): string | undefined {
-  for (const folder of path.split(delimiter).filter(Boolean)) {
-    const candidate = join(folder, 'hermes')
-    try {
-      accessSync(candidate, constants.X_OK)
-      return candidate
-    } catch {
-      // Not in this folder.
-    }
-  }
-  return undefined
-}
 
 export function renderHermesConfig(context: AgentRuntimeContext): Record<string, unknown> {
   const route = modelRoute(context.config, context.modelProxy)
@@ -107,25 +100,18 @@ export default definePlugin<FrameworkPlugin>({
     ]
   },
 
-  processLaunch(context, folders) {
-    const hermes = findHermes()
-    if (!hermes) {
-      throw new ServiceUnavailableException(
-        'Hermes Agent is not installed on this host: the process driver runs `hermes gateway run` ' +
-          'and no `hermes` executable is on PATH. Install Hermes Agent ' +
-          '(https://github.com/NousResearch/hermes-agent, scripts/install.sh) for the user running ' +
-          'the service, or run agents in containers with AGENT_RUNTIME=docker.'
-      )
-    }
+  async processLaunch(context, folders, tools) {
+    const { venvDir } = await tools.ensurePythonPackages(HERMES_ENVIRONMENT, HERMES_REQUIREMENTS)
     return {
-      command: hermes,
+      command: join(venvDir, 'bin', 'hermes'),
       args: ['gateway', 'run'],
       env: {
         ...apiServerEnv(context),
         HERMES_HOME: folders.state,
         TERMINAL_CWD: folders.workspace,
         MESSAGING_CWD: folders.workspace,
-        PATH: dirname(hermes),
+        // The venv's own bin first (hermes, python), then the system's for its terminal tool.
+        PATH: [join(venvDir, 'bin'), '/usr/local/bin', '/usr/bin', '/bin'].join(':'),
       },
     }
   },

@@ -11,6 +11,7 @@ import { agentPaths, ensureAgentFolders, type AgentPaths } from '#runtime/agent_
 import { LocalAgentReader, LocalWorkspaceFiles } from '#runtime/files/local_workspace'
 import { resolveWorkspacePath } from '#runtime/files/workspace_path'
 import { PackageCache } from '#runtime/package_cache'
+import { PythonPackageCache } from '#runtime/python_cache'
 import { renderedSkillFiles, skillFolder } from '#runtime/skill_files'
 import {
   AgentProcess,
@@ -104,6 +105,18 @@ async function writeRenderedFiles(paths: AgentPaths, files: RenderedFile[]) {
  */
 let weakSandboxWarned = false
 
+/** A runtime-cache install whose failure the caller sees as 503 (the host, not the request). */
+async function installOr503<T>(label: string, install: () => Promise<T>): Promise<T> {
+  try {
+    return await install()
+  } catch (error) {
+    throw new ServiceUnavailableException(
+      `Could not install ${label} into the runtime cache: ${(error as Error).message}`,
+      { cause: error }
+    )
+  }
+}
+
 /** Said once per process: agents run without the mount-namespace sandbox here. */
 function warnWeakSandbox(confinement: 'uid' | 'none', log: (message: string) => void) {
   if (weakSandboxWarned) return
@@ -123,6 +136,7 @@ export class ProcessDriver implements ContainerDriver {
   /** Set by stopAll: the service is stopping and starts nothing more. */
   #stopping = false
   readonly #packages: PackageCache
+  readonly #pythonPackages: PythonPackageCache
   readonly #settings: SupervisorSettings
   readonly #node: string
 
@@ -131,6 +145,10 @@ export class ProcessDriver implements ContainerDriver {
     this.#packages = new PackageCache({
       cacheDir: options.cacheDir,
       nodeExecutable: this.#node,
+      log: (message) => this.#log(message),
+    })
+    this.#pythonPackages = new PythonPackageCache({
+      cacheDir: options.cacheDir,
       log: (message) => this.#log(message),
     })
     this.#settings = {
@@ -231,16 +249,10 @@ export class ProcessDriver implements ContainerDriver {
     ])
     const launch = await plugin.processLaunch(context, paths, {
       nodeExecutable: this.#node,
-      ensureNpmPackage: async (name, version) => {
-        try {
-          return await this.#packages.ensure(name, version)
-        } catch (error) {
-          throw new ServiceUnavailableException(
-            `Could not install ${name}@${version} into the runtime cache: ${(error as Error).message}`,
-            { cause: error }
-          )
-        }
-      },
+      ensureNpmPackage: (name, version) =>
+        installOr503(`${name}@${version}`, () => this.#packages.ensure(name, version)),
+      ensurePythonPackages: (name, requirements) =>
+        installOr503(name, () => this.#pythonPackages.ensure(name, requirements)),
       log: (message) => {
         this.#log(`[agent ${spec.agentId}] ${message}`)
         logFile.note(message)

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process'
 import { test } from '@japa/runner'
 import Agent from '#agents/models/agent'
 import { apiKeyFor, jwtFor } from '#tests/helpers/identity'
@@ -18,15 +17,6 @@ const owner = () => owners.create()
 async function storedStatus(agentId: string) {
   const agent = await Agent.findOrFail(agentId)
   return agent.status
-}
-
-function hermesOnPath(): boolean {
-  try {
-    execFileSync('sh', ['-c', 'command -v hermes'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
 }
 
 test.group('Agents: lifecycle through HTTP (fixture framework, process driver)', (group) => {
@@ -207,23 +197,19 @@ test.group('Agents: lifecycle through HTTP (fixture framework, process driver)',
     client,
     assert,
   }) => {
-    if (hermesOnPath()) {
-      console.log('skipped: a hermes executable is on PATH, so a hermes agent would start')
-      return
-    }
     const user = await owner()
     const jwt = jwtFor(user)
     const created = await client
       .post('/agents')
       .bearerToken(jwt)
-      .json({ name: 'No Hermes Here', framework: 'hermes' })
+      .json({ name: 'Cannot Launch', framework: 'fixture', config: { cannotLaunch: true } })
     created.assertStatus(201)
     const id = created.body().data.id
     await waitFor('the error status', async () => (await storedStatus(id)) === 'error', 15_000)
     const feed = await client.get(`/agents/${id}/feed`).bearerToken(jwt)
     const error = feed.body().data.events.find((event: { type: string }) => event.type === 'error')
     assert.exists(error)
-    assert.include(error.content, 'hermes')
+    assert.include(error.content, 'cannot launch')
 
     const start = await client.post(`/agents/${id}/start`).bearerToken(jwt)
     assert.equal(start.status(), 503)

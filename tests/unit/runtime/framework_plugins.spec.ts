@@ -1,10 +1,10 @@
 import { test } from '@japa/runner'
 import JSON5 from 'json5'
 import { parse as parseYaml } from 'yaml'
-import { ServiceUnavailableException, ValidationException } from '#core/exceptions/api_exceptions'
+import { ValidationException } from '#core/exceptions/api_exceptions'
 import type { AgentFileReader, AgentRuntimeContext, ProcessLaunchTools } from '#plugins/types'
 import openclaw, { OPENCLAW_VERSION } from '../../../plugins/openclaw/index.ts'
-import hermes from '../../../plugins/hermes/index.ts'
+import hermes, { HERMES_PYPI_VERSION } from '../../../plugins/hermes/index.ts'
 
 const folders = {
   root: '/srv/agents/a1',
@@ -31,11 +31,17 @@ function processContext(config: Record<string, unknown> = {}): AgentRuntimeConte
   }
 }
 
+const pythonInstalls: Array<{ name: string; requirements: string[] }> = []
+
 const tools: ProcessLaunchTools = {
   nodeExecutable: '/opt/node/bin/node',
   ensureNpmPackage: async (name, version) => ({
     packageDir: `/cache/npm/${name}@${version}/node_modules/${name}`,
   }),
+  ensurePythonPackages: async (name, requirements) => {
+    pythonInstalls.push({ name, requirements })
+    return { venvDir: `/cache/python/${name}` }
+  },
   log: () => {},
 }
 
@@ -232,22 +238,20 @@ test.group('Framework plugins / hermes', () => {
     assert.include(dotenv.content, 'AGENT_HOST_MODEL_KEY="proxy-token-123456"')
   })
 
-  test('the process driver needs a hermes executable, and says what to install', ({ assert }) => {
-    const saved = process.env.PATH
-    process.env.PATH = '/nonexistent-bin'
-    try {
-      assert.throws(() => hermes.processLaunch(processContext(), folders, tools))
-      try {
-        hermes.processLaunch(processContext(), folders, tools)
-      } catch (error) {
-        assert.instanceOf(error, ServiceUnavailableException)
-        assert.include((error as Error).message, 'no `hermes` executable is on PATH')
-        assert.include((error as Error).message, 'Install Hermes Agent')
-        assert.include((error as Error).message, 'AGENT_RUNTIME=docker')
-      }
-    } finally {
-      process.env.PATH = saved
-    }
+  test('the process driver runs hermes from a pinned venv of the runtime cache', async ({
+    assert,
+  }) => {
+    const launch = await hermes.processLaunch(processContext(), folders, tools)
+    const install = pythonInstalls.at(-1)!
+    assert.equal(install.name, `hermes-agent@${HERMES_PYPI_VERSION}`)
+    assert.include(install.requirements, `hermes-agent==${HERMES_PYPI_VERSION}`)
+    for (const requirement of install.requirements)
+      assert.match(requirement, /^[\w.[\]-]+==[\w.]+$/)
+    assert.equal(launch.command, `/cache/python/${install.name}/bin/hermes`)
+    assert.deepEqual(launch.args, ['gateway', 'run'])
+    assert.equal(launch.env.HERMES_HOME, folders.state)
+    assert.match(launch.env.PATH, new RegExp(`^/cache/python/${install.name}/bin:`))
+    assert.equal(launch.env.API_SERVER_PORT, '41234')
   })
 
   test('chats as hermes-agent with the API server key; memory from memories/', async ({
