@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
+import app from '@adonisjs/core/services/app'
 import { agentPaths } from '#runtime/agent_paths'
 import type { AgentRuntimeSpec } from '#runtime/types'
 import { startModelUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
@@ -13,7 +14,8 @@ import { processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
  * use (about 35 s here, then cached under storage/runtime/python), its
  * gateway boots in the sandbox with the rendered HERMES_HOME, and chats go
  * through the model route the agent was given (here a local stand-in that
- * speaks the OpenAI wire format).
+ * speaks the OpenAI wire format), carrying its soul, an installed skill and
+ * its memory.
  */
 test.group('Runtime / real Hermes Agent through the process driver', (group) => {
   let harness: RuntimeHarness
@@ -27,7 +29,7 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     }
   })
 
-  test('installs on first use, boots, answers through its model route with its soul, streams, and keeps memory across a restart', async ({
+  test('installs on first use, boots, answers through its model route with its soul and skill, streams, and keeps memory across a restart', async ({
     assert,
   }) => {
     const agentId = randomUUID()
@@ -40,6 +42,13 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
         token: 'proxy-token-hermes-real',
         model: 'stand-in',
       },
+      // A catalogue skill, written where Hermes indexes skills (HERMES_HOME/skills/<id>/SKILL.md).
+      skills: [
+        {
+          id: 'translation',
+          content: await readFile(app.makePath('skills/translation/SKILL.md'), 'utf8'),
+        },
+      ],
     }
     const ready = () =>
       harness.runtime.waitUntilReady(agentId, { timeoutMs: 120_000 }).catch(async (error) => {
@@ -60,6 +69,9 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     assert.equal(modelCall!.body.model, 'stand-in')
     const system = modelCall!.body.messages.find((message: any) => message.role === 'system')
     assert.include(system.content, 'You are Kestrel, a patient falconer.')
+    // Hermes lists the installed skill in its skills index for the model.
+    assert.include(system.content, '<available_skills>')
+    assert.match(system.content, /- translation: Translate text between languages/)
 
     let streamed = ''
     for await (const piece of harness.runtime.chatStream(agentId, {
