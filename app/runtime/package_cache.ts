@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { basename, delimiter, dirname, join } from 'node:path'
 import { acquireInstallLock } from '#runtime/install_lock'
+import { runInstaller } from '#runtime/installer_process'
 
 const PACKAGE_NAME = /^(@[a-z0-9][a-z0-9._-]*\/)?[a-z0-9][a-z0-9._-]*$/
 const EXACT_VERSION = /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/
@@ -157,37 +157,22 @@ export class PackageCache {
     ]
     let fetched = 0
     let lastError = ''
-    const child = spawn(npm.command, args, {
+    const { code, startError } = await runInstaller({
+      command: npm.command,
+      args,
       cwd: staging,
       env: installEnv(this.#node),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    const onOutput = (chunk: Buffer) => {
-      for (const line of chunk.toString('utf8').split('\n')) {
+      onLine: (line) => {
         if (/npm http fetch/.test(line)) fetched++
         if (/npm (error|ERR!)/.test(line)) lastError = `${lastError}\n${line}`.slice(-2000)
-      }
-    }
-    child.stdout.on('data', onOutput)
-    child.stderr.on('data', onOutput)
-    const progress = setInterval(() => {
-      const seconds = Math.round((Date.now() - started) / 1000)
-      this.#log(`${label}: installing, ${fetched} registry fetches, ${seconds}s`)
-    }, 5000)
-    const timeout = setTimeout(
-      () => child.kill('SIGKILL'),
-      this.options.timeoutMs ?? 15 * 60 * 1000
-    )
-
-    const code = await new Promise<number | null>((resolve) => {
-      child.once('error', (error) => {
-        lastError = error.message
-        resolve(-1)
-      })
-      child.once('close', (exitCode) => resolve(exitCode))
+      },
+      progress: () => {
+        const seconds = Math.round((Date.now() - started) / 1000)
+        this.#log(`${label}: installing, ${fetched} registry fetches, ${seconds}s`)
+      },
+      timeoutMs: this.options.timeoutMs ?? 15 * 60 * 1000,
     })
-    clearInterval(progress)
-    clearTimeout(timeout)
+    if (startError) lastError = startError
 
     if (code !== 0) {
       await rm(staging, { recursive: true, force: true })

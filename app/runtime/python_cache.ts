@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { acquireInstallLock } from '#runtime/install_lock'
+import { runInstaller } from '#runtime/installer_process'
 import { TRUST_VARIABLES } from '#runtime/package_cache'
 
 /** `name==1.2.3`: framework environments are pinned to exact versions. */
@@ -150,38 +150,23 @@ export class PythonPackageCache {
   async #run(name: string, command: string, args: string[], started: number) {
     let fetched = 0
     let lastError = ''
-    const child = spawn(command, args, {
+    const { code, startError } = await runInstaller({
+      command,
+      args,
       env: installEnv(),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    const onOutput = (chunk: Buffer) => {
-      for (const line of chunk.toString('utf8').split('\n')) {
+      onLine: (line) => {
         if (/^\s*(Collecting|Downloading|Using cached)/.test(line)) fetched++
-        if (/error|Error|ERROR/.test(line)) lastError = `${lastError}\n${line}`.slice(-2000)
-      }
-    }
-    child.stdout.on('data', onOutput)
-    child.stderr.on('data', onOutput)
-    const progress = setInterval(() => {
-      const seconds = Math.round((Date.now() - started) / 1000)
-      this.#log(`${name}: installing, ${fetched} packages fetched, ${seconds}s`)
-    }, 5000)
-    const timeout = setTimeout(
-      () => child.kill('SIGKILL'),
-      this.options.timeoutMs ?? 15 * 60 * 1000
-    )
-    const code = await new Promise<number | null>((resolve) => {
-      child.once('error', (error) => {
-        lastError = error.message
-        resolve(-1)
-      })
-      child.once('close', (exitCode) => resolve(exitCode))
+        if (/error/i.test(line)) lastError = `${lastError}\n${line}`.slice(-2000)
+      },
+      progress: () => {
+        const seconds = Math.round((Date.now() - started) / 1000)
+        this.#log(`${name}: installing, ${fetched} packages fetched, ${seconds}s`)
+      },
+      timeoutMs: this.options.timeoutMs ?? 15 * 60 * 1000,
     })
-    clearInterval(progress)
-    clearTimeout(timeout)
     if (code !== 0) {
       throw new Error(
-        `${name}: ${[command, ...args.slice(0, 2)].join(' ')} failed (exit ${code}):${lastError || ' no output'}`
+        `${name}: ${[command, ...args.slice(0, 2)].join(' ')} failed (exit ${code}):${startError ?? (lastError || ' no output')}`
       )
     }
   }

@@ -1,14 +1,17 @@
 /**
  * bench/agent-start: time from create to ready, and resident memory per
- * agent, on the process driver, for the test fixture framework and the real
- * OpenClaw (its model provider played by a local streaming stand-in).
+ * agent, on the process driver, for the test fixture framework, the real
+ * OpenClaw and the real Hermes Agent (their model provider played by a local
+ * streaming stand-in).
  *
- *   npm run bench:agent-start -- [--runs 3] [--frameworks fixture,openclaw] [--json]
+ *   npm run bench:agent-start -- [--runs 3] [--frameworks fixture,openclaw,hermes] [--json]
  *
  * Each run creates a fresh agent (own folder, port, config), starts it,
  * polls its readiness path, reads its process tree's RSS from /proc, sends
- * one chat, reads RSS again, then stops and removes it. The OpenClaw package
- * is installed into the runtime cache first (not timed as part of a start).
+ * one chat, reads RSS again, stops it, starts it again from its folders (what
+ * a wake from sleep does on this driver) until ready, then stops and removes
+ * it. The OpenClaw package and the Hermes venv are installed into the runtime
+ * cache first (not timed as part of a start).
  */
 import { randomUUID } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -18,16 +21,18 @@ import { parseArgs } from 'node:util'
 import { loadPlugins } from '#plugins/plugin_loader'
 import { PluginRegistry } from '#plugins/plugin_registry'
 import { PackageCache } from '#runtime/package_cache'
+import { PythonPackageCache } from '#runtime/python_cache'
 import { ProcessDriver } from '#runtime/process/process_driver'
 import { RuntimeService } from '#runtime/runtime_service'
 import { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
+import { HERMES_PYPI_VERSION, HERMES_REQUIREMENTS } from '../../plugins/hermes/index.ts'
 import { startFakeModelProvider } from '../../tests/helpers/fake_model_provider.ts'
 
 const root = join(import.meta.dirname, '..', '..')
 const { values } = parseArgs({
   options: {
     runs: { type: 'string', default: '3' },
-    frameworks: { type: 'string', default: 'fixture,openclaw' },
+    frameworks: { type: 'string', default: 'fixture,openclaw,hermes' },
     json: { type: 'boolean', default: false },
   },
 })
@@ -44,6 +49,7 @@ interface Sample {
   rssAfterChatMb: number
   firstChatSecs: number
   stopSecs: number
+  wakeSecs: number
 }
 
 function stats(numbers: number[]) {
@@ -80,6 +86,17 @@ async function main() {
       )
     }
 
+    if (frameworks.includes('hermes')) {
+      const started = Date.now()
+      await new PythonPackageCache({
+        cacheDir,
+        log: (message) => console.error(`[cache] ${message}`),
+      }).ensure(`hermes-agent@${HERMES_PYPI_VERSION}`, HERMES_REQUIREMENTS)
+      console.error(
+        `[cache] hermes-agent@${HERMES_PYPI_VERSION} available after ${fmt((Date.now() - started) / 1000)}s`
+      )
+    }
+
     for (const framework of frameworks) {
       for (let run = 1; run <= runs; run++) {
         const agentId = randomUUID()
@@ -110,6 +127,12 @@ async function main() {
         const t2 = performance.now()
         await runtime.stop(agentId)
         const stopSecs = (performance.now() - t2) / 1000
+
+        const t3 = performance.now()
+        await runtime.ensureStarted(spec)
+        await runtime.waitUntilReady(agentId, { timeoutMs: 300_000 })
+        const wakeSecs = (performance.now() - t3) / 1000
+        await runtime.stop(agentId)
         await runtime.remove(agentId)
 
         samples.push({
@@ -120,9 +143,10 @@ async function main() {
           rssAfterChatMb: afterChat.memoryMb,
           firstChatSecs,
           stopSecs,
+          wakeSecs,
         })
         console.error(
-          `${framework} run ${run}: ready ${fmt(readySecs, 2)}s, RSS ${fmt(ready.memoryMb)} MB (after a chat ${fmt(afterChat.memoryMb)} MB), first chat ${fmt(firstChatSecs, 2)}s, stop ${fmt(stopSecs, 2)}s`
+          `${framework} run ${run}: ready ${fmt(readySecs, 2)}s, RSS ${fmt(ready.memoryMb)} MB (after a chat ${fmt(afterChat.memoryMb)} MB), first chat ${fmt(firstChatSecs, 2)}s, stop ${fmt(stopSecs, 2)}s, wake ${fmt(wakeSecs, 2)}s`
         )
       }
     }
@@ -143,6 +167,7 @@ async function main() {
       rssAfterChatMb: stats(mine.map((sample) => sample.rssAfterChatMb)),
       firstChatSecs: stats(mine.map((sample) => sample.firstChatSecs)),
       stopSecs: stats(mine.map((sample) => sample.stopSecs)),
+      wakeSecs: stats(mine.map((sample) => sample.wakeSecs)),
     }
   })
 
@@ -156,7 +181,7 @@ async function main() {
     `\nagent start on the process driver (Node ${process.version}, ${cpus().length} CPUs)`
   )
   console.log(
-    'framework  runs  create->ready s (min/med/max)  RSS ready MB (min/med/max)  RSS after chat MB  first chat s  stop s'
+    'framework  runs  create->ready s (min/med/max)  RSS ready MB (min/med/max)  RSS after chat MB  first chat s  stop s  wake s'
   )
   for (const row of summary) {
     console.log(
@@ -171,7 +196,8 @@ async function main() {
         ),
         `${fmt(row.rssAfterChatMb.median)}`.padEnd(18),
         fmt(row.firstChatSecs.median, 2).padEnd(13),
-        fmt(row.stopSecs.median, 2),
+        fmt(row.stopSecs.median, 2).padEnd(7),
+        fmt(row.wakeSecs.median, 2),
       ].join(' ')
     )
   }
