@@ -10,8 +10,9 @@ import type { WorkspaceFiles } from '#runtime/types'
  * check costs at most one walk of an allowed workspace. Enforced twice:
  * the file manager refuses a write that would pass it, and an agent whose
  * own writes passed it is put to sleep and not woken until its owner has
- * deleted enough (docs/security.md). A workspace folder that is not on this
- * host (a Swarm node's volume) measures 0 and is not enforced here.
+ * deleted enough (docs/security.md). A workspace that is not a host folder
+ * (the docker and swarm drivers keep it in the agent's volume) measures 0
+ * and is not enforced here.
  */
 export async function workspaceBytes(dir: string, stopAbove = Infinity): Promise<number> {
   let total = 0
