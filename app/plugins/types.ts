@@ -114,6 +114,13 @@ export interface LocalImageRecipe {
   /** Tag of the built image; name the framework and Node versions in it. */
   tag: string
   npmPackages?: Array<{ name: string; version: string }>
+  /**
+   * A Python environment of the runtime cache (its venv, made with the
+   * host's /usr/bin/python3), copied to /opt/<name> together with that
+   * interpreter, its standard library and the shared libraries its
+   * extension modules load.
+   */
+  pythonEnvironment?: { name: string; requirements: string[] }
   /** The image's command. */
   command: string[]
   /** Folders made in the image, writable by the agent's user (a new volume mounted there copies them). */

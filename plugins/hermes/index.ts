@@ -121,6 +121,19 @@ export default definePlugin<FrameworkPlugin>({
       image: HERMES_IMAGE,
       command: ['gateway', 'run'],
       env: { ...apiServerEnv(context), HERMES_HOME: CONTAINER_STATE },
+      // Without a registry: the runtime cache's venv with this host's python3.
+      localImage: {
+        tag: `agent-host/hermes:${HERMES_PYPI_VERSION}`,
+        pythonEnvironment: { name: HERMES_ENVIRONMENT, requirements: HERMES_REQUIREMENTS },
+        command: [
+          `/opt/${HERMES_ENVIRONMENT}/bin/python`,
+          '-m',
+          'hermes_cli.main',
+          'gateway',
+          'run',
+        ],
+        writableDirs: [CONTAINER_STATE],
+      },
     }
   },
 

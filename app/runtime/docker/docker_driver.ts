@@ -18,8 +18,14 @@ import {
   statInContainer,
 } from '#runtime/docker/docker_files'
 import { AgentNetworkGuard } from '#runtime/docker/agent_network'
-import { buildLocalImage, IMAGE_USER, type StagedPackage } from '#runtime/docker/local_images'
+import {
+  buildLocalImage,
+  IMAGE_USER,
+  type StagedPackage,
+  type StagedPythonEnvironment,
+} from '#runtime/docker/local_images'
 import { PackageCache } from '#runtime/package_cache'
+import { PythonPackageCache } from '#runtime/python_cache'
 import { DockerStreamDemuxer, LineSplitter, demuxDockerLogs } from '#runtime/docker/docker_streams'
 import { createTar, type TarEntry } from '#runtime/files/tar'
 import { resolveWorkspacePath } from '#runtime/files/workspace_path'
@@ -272,7 +278,17 @@ export class DockerDriver implements ContainerDriver {
           installed.push({ name, packageDir })
         }
         await recipe.prepare?.(installed)
-        await buildLocalImage(this.#docker, recipe, { packages })
+        let python: StagedPythonEnvironment | undefined
+        if (recipe.pythonEnvironment) {
+          if (!this.options.cacheDir) throw new Error(`${recipe.tag} needs the runtime cache`)
+          const { name, requirements } = recipe.pythonEnvironment
+          const { venvDir } = await new PythonPackageCache({
+            cacheDir: this.options.cacheDir,
+            log: (message) => this.log(message),
+          }).ensure(name, requirements)
+          python = { name, venvDir }
+        }
+        await buildLocalImage(this.#docker, recipe, { packages, python })
         this.log(`built ${recipe.tag}`)
       })().finally(() => this.#builds.delete(recipe.tag))
       this.#builds.set(recipe.tag, pending)

@@ -1,8 +1,18 @@
 import { execFile, spawn } from 'node:child_process'
-import { chmod, copyFile, cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import {
+  chmod,
+  copyFile,
+  cp,
+  mkdir,
+  mkdtemp,
+  readdir,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises'
 import { existsSync, realpathSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import type Docker from 'dockerode'
 import type { LocalImageRecipe } from '#plugins/types'
@@ -80,6 +90,66 @@ async function stageRootfs(
   }
 }
 
+/** Where the Python interpreter sits in a locally built image (venvs made on the host name it). */
+export const IMAGE_PYTHON = '/usr/bin/python3'
+
+/** A venv of the runtime cache, to be copied into an image. */
+export interface StagedPythonEnvironment {
+  name: string
+  venvDir: string
+}
+
+/** Copies a binary's shared libraries (as ldd finds them on this host) into the image root. */
+async function stageLibrariesOf(root: string, binary: string) {
+  for (const library of await sharedLibraries(binary).catch(() => [])) {
+    if (existsSync(join(root, library))) continue
+    await mkdir(join(root, dirname(library)), { recursive: true })
+    await copyFile(realpathSync(library), join(root, library))
+  }
+}
+
+async function sharedObjectsUnder(folder: string): Promise<string[]> {
+  const found: string[] = []
+  for (const entry of await readdir(folder, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile() && /\.so(\.|$)/.test(entry.name))
+      found.push(join(entry.parentPath, entry.name))
+  }
+  return found
+}
+
+/** Parts of the standard library an agent never needs (tests, GUI, installers). */
+const UNNEEDED_STDLIB = /\/(test|idlelib|tkinter|turtledemo|ensurepip|lib2to3)(\/|$)/
+
+/**
+ * The host's python3 (the one the venv was made with), its standard
+ * library, the venv at /opt/<name>, and the libraries the interpreter and
+ * every extension module load. The venv's scripts name its host path, so
+ * recipes run `/opt/<name>/bin/python -m <module>` instead.
+ */
+async function stagePython(root: string, environment: StagedPythonEnvironment) {
+  const interpreter = realpathSync(IMAGE_PYTHON)
+  const version = basename(interpreter)
+  await mkdir(join(root, dirname(interpreter)), { recursive: true })
+  await copyFile(interpreter, join(root, interpreter))
+  await chmod(join(root, interpreter), 0o755)
+  if (interpreter !== IMAGE_PYTHON) await symlink(version, join(root, IMAGE_PYTHON))
+  const stdlib = join(dirname(dirname(interpreter)), 'lib', version)
+  await cp(stdlib, join(root, stdlib), {
+    recursive: true,
+    verbatimSymlinks: true,
+    filter: (source) => !UNNEEDED_STDLIB.test(source.slice(stdlib.length)),
+  })
+  const target = join(root, 'opt', environment.name)
+  await cp(environment.venvDir, target, { recursive: true, verbatimSymlinks: true })
+  await stageLibrariesOf(root, interpreter)
+  for (const module of [
+    ...(await sharedObjectsUnder(join(root, stdlib, 'lib-dynload'))),
+    ...(await sharedObjectsUnder(target)),
+  ]) {
+    await stageLibrariesOf(root, module)
+  }
+}
+
 /** The agent user's home: the first folder the recipe keeps writable (its state volume), else /data. */
 function homeOf(writableDirs: string[]): string {
   return writableDirs[0] ?? '/data'
@@ -109,7 +179,11 @@ function tarOf(root: string) {
 export async function buildLocalImage(
   docker: Docker,
   recipe: LocalImageRecipe,
-  options: { nodeExecutable?: string; packages?: StagedPackage[] } = {}
+  options: {
+    nodeExecutable?: string
+    packages?: StagedPackage[]
+    python?: StagedPythonEnvironment
+  } = {}
 ): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'agent-host-image-'))
   try {
@@ -119,6 +193,7 @@ export async function buildLocalImage(
       options.packages ?? [],
       recipe.writableDirs ?? []
     )
+    if (options.python) await stagePython(root, options.python)
     const [repo, tag] = splitTag(recipe.tag)
     const tar = tarOf(root)
     const response = (await docker.importImage(
