@@ -32,6 +32,11 @@ export interface UpstreamBehaviour {
   cutAfterTokens?: number
   /** Streaming: fall silent (connection left open) after this many tokens. */
   stallAfterTokens?: number
+  /**
+   * OpenAI format: answer with this tool call instead of text when it
+   * returns one (asked per request, so a second request can get text).
+   */
+  toolCall?: (body: any) => { name: string; arguments: Record<string, unknown> } | undefined
 }
 
 export interface RecordedUpstreamRequest {
@@ -131,6 +136,13 @@ export async function startModelUpstream(
       total_tokens: usage.prompt_tokens + usage.completion_tokens,
     }
 
+    const toolCall = anthropic ? undefined : current.toolCall?.(body)
+    const wireToolCall = toolCall && {
+      id: `call_stand_in_${requests.length}`,
+      type: 'function',
+      function: { name: toolCall.name, arguments: JSON.stringify(toolCall.arguments) },
+    }
+
     if (!body?.stream) {
       await sleep(current.replyDelayMs)
       if (res.destroyed) return
@@ -158,7 +170,13 @@ export async function startModelUpstream(
           created: Math.floor(Date.now() / 1000),
           model,
           choices: [
-            { index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' },
+            wireToolCall
+              ? {
+                  index: 0,
+                  message: { role: 'assistant', content: null, tool_calls: [wireToolCall] },
+                  finish_reason: 'tool_calls',
+                }
+              : { index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' },
           ],
           ...(wireUsage ? { usage: wireUsage } : {}),
         })
@@ -230,6 +248,21 @@ export async function startModelUpstream(
         model,
         choices: [{ index: 0, delta, finish_reason: finishReason }],
       })
+    if (wireToolCall) {
+      chunk({ role: 'assistant', content: null, tool_calls: [{ index: 0, ...wireToolCall }] })
+      chunk({}, 'tool_calls')
+      if (body.stream_options?.include_usage && wireUsage) {
+        write({
+          id,
+          object: 'chat.completion.chunk',
+          created,
+          model,
+          choices: [],
+          usage: wireUsage,
+        })
+      }
+      return finish('data: [DONE]\n\n')
+    }
     chunk({ role: 'assistant', content: '' })
     let sent = 0
     for (const piece of pieces(text)) {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { readFile, writeFile } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
 import app from '@adonisjs/core/services/app'
@@ -82,17 +82,46 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     }
     assert.equal(streamed, 'Kestrel here, wings ready.')
 
-    // What Hermes' memory tool keeps (HERMES_HOME/memories) is read back and survives a restart.
+    // Hermes' own memory tool writes the memory: the model asks for it with a tool call.
+    upstream.set({
+      toolCall: (body) => {
+        const asked = JSON.stringify(body.messages.at(-1)).includes(
+          'Remember that I fly a red kite'
+        )
+        return asked
+          ? {
+              name: 'memory',
+              arguments: {
+                action: 'add',
+                target: 'memory',
+                content: 'The owner flies a red kite.',
+              },
+            }
+          : undefined
+      },
+    })
+    const remembered = await harness.runtime.chat(agentId, {
+      conversationId: 'c-memory',
+      messages: [{ role: 'user', content: 'Remember that I fly a red kite.' }],
+    })
+    upstream.set({ toolCall: undefined })
+    assert.equal(remembered.content, 'Kestrel here, wings ready.', 'answered after the tool ran')
+    const toolResult = upstream.requests
+      .filter((r) => r.path === '/v1/chat/completions')
+      .at(-1)!
+      .body.messages.find((m: any) => m.role === 'tool')
+    assert.exists(toolResult, 'the tool result went back to the model')
     const memories = join(agentPaths(harness.agentsDir, agentId).state, 'memories')
-    await writeFile(join(memories, 'MEMORY.md'), 'The owner flies a red kite.\n')
+    assert.include(
+      await readFile(join(memories, 'MEMORY.md'), 'utf8'),
+      'The owner flies a red kite.'
+    )
+
+    // Read back through the runtime, and kept across a restart.
     await harness.runtime.restart(spec)
     await ready()
     const memory = await harness.runtime.memory(agentId)
-    assert.equal(memory['memories/MEMORY.md'], 'The owner flies a red kite.\n')
-    assert.equal(
-      await readFile(join(memories, 'MEMORY.md'), 'utf8'),
-      'The owner flies a red kite.\n'
-    )
+    assert.include(memory['memories/MEMORY.md'], 'The owner flies a red kite.')
     const again = await harness.runtime.chat(agentId, {
       conversationId: 'c3',
       messages: [{ role: 'user', content: 'What do I fly?' }],
