@@ -4,9 +4,11 @@ import { join } from 'node:path'
 import { test } from '@japa/runner'
 import app from '@adonisjs/core/services/app'
 import { agentPaths } from '#runtime/agent_paths'
+import { isAlive } from '#runtime/process/proc_stats'
+import { readRecord } from '#runtime/process/process_record'
 import type { AgentRuntimeSpec } from '#runtime/types'
 import { startModelUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
-import { processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
+import { processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/runtime'
 
 /**
  * The real Hermes Agent (PyPI `hermes-agent`, HERMES_PYPI_VERSION) through
@@ -29,7 +31,7 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     }
   })
 
-  test('installs on first use, boots, answers through its model route with its soul and skill, streams, and keeps memory across a restart', async ({
+  test('installs on first use, boots, answers through its model route with its soul and skill, streams, keeps memory across a restart, and survives a crash', async ({
     assert,
   }) => {
     const agentId = randomUUID()
@@ -129,5 +131,36 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     assert.equal(again.content, 'Kestrel here, wings ready.')
     const lastCall = upstream.requests.filter((r) => r.path === '/v1/chat/completions').at(-1)!
     assert.include(JSON.stringify(lastCall.body.messages), 'The owner flies a red kite.')
+
+    // Monitoring, files and logs of the live gateway.
+    const figures = await harness.runtime.monitoring(agentId)
+    assert.isAbove(figures.memoryMb, 30)
+    const files = await harness.runtime.files(agentId)
+    await files.write('notes/today.md', 'kites')
+    assert.deepInclude(await files.list('notes'), { name: 'today.md', type: 'file', size: 5 })
+    assert.include(await harness.runtime.logs(agentId), 'Hermes Gateway')
+
+    // A crash: the gateway is killed; the runtime starts it again and it answers.
+    const paths = agentPaths(harness.agentsDir, agentId)
+    const crashed = (await readRecord(paths.recordFile))!
+    process.kill(crashed.pid, 'SIGKILL')
+    await waitFor(
+      'the gateway to be started again',
+      async () => {
+        const record = await readRecord(paths.recordFile)
+        return record !== undefined && record !== null && record.pid !== crashed.pid
+      },
+      30_000
+    )
+    await ready()
+    const afterCrash = await harness.runtime.chat(agentId, {
+      conversationId: 'c4',
+      messages: [{ role: 'user', content: 'Still there?' }],
+    })
+    assert.equal(afterCrash.content, 'Kestrel here, wings ready.')
+
+    const running = (await readRecord(paths.recordFile))!
+    await harness.runtime.stop(agentId)
+    assert.isFalse(isAlive(running.pid), 'the gateway is gone after stop')
   }).timeout(600_000)
 })
