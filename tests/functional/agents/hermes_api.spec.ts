@@ -58,7 +58,11 @@ test.group('Agents: a real Hermes agent through the API', (group) => {
       .bearerToken(await apiKeyFor(owner))
       .json({ message: 'Hello Wren' })
     chat.assertStatus(200)
-    assert.equal(chat.body().data.content, 'Wren answers through the proxy.', JSON.stringify(chat.body()))
+    assert.equal(
+      chat.body().data.content,
+      'Wren answers through the proxy.',
+      JSON.stringify(chat.body())
+    )
     assert.notEqual(chat.body().data.model, 'local-dev', 'answered by the container')
 
     const modelCalls = upstream.requests.filter((r) => r.path === '/v1/chat/completions')
