@@ -1,5 +1,10 @@
 import { LOCAL_DEV_MODEL, modelProxyConfig } from '#config/model_proxy'
-import { ServiceUnavailableException, ValidationException } from '#core/exceptions/api_exceptions'
+import {
+  InsufficientCreditsException,
+  ServiceUnavailableException,
+  ValidationException,
+} from '#core/exceptions/api_exceptions'
+import creditLedger from '#credits/services/credit_ledger'
 import {
   releaseHold,
   reserveCredits,
@@ -12,6 +17,7 @@ import {
   estimateTokens,
   openAiUsage,
   promptTokensUpperBound,
+  rateFor,
   type TokenUsage,
 } from '#chat/services/metering'
 import { sseEvents, upstreamRequest, type UpstreamResponse } from '#chat/services/upstream_http'
@@ -111,7 +117,11 @@ const FORWARDED_FIELDS = [
 ] as const
 
 /** Refuses what the hold could not cover; the upstream body carries the held output limit. */
-function upstreamBody(body: Record<string, any>, model: string): Record<string, any> {
+function upstreamBody(
+  body: Record<string, any>,
+  model: string,
+  limit: number
+): Record<string, any> {
   if (body.n !== undefined && body.n !== null && Number(body.n) !== 1) {
     throw new ValidationException('"n" must be 1: one completion per request')
   }
@@ -123,18 +133,46 @@ function upstreamBody(body: Record<string, any>, model: string): Record<string, 
   }
   const request: Record<string, any> = { model }
   for (const field of FORWARDED_FIELDS) if (body[field] !== undefined) request[field] = body[field]
-  const limit = maxOutputTokens(body)
   // One limit field, the one the client used (providers differ in which they take).
   if (body.max_completion_tokens !== undefined) request.max_completion_tokens = limit
   else request.max_tokens = limit
   return request
 }
 
-function estimatedCost(model: string, body: Record<string, any>): number {
-  return creditsFor(model, {
-    inputTokens: promptTokensUpperBound(body.messages),
-    outputTokens: maxOutputTokens(body),
-  })
+/** The fewest output tokens a request is still sent with when the balance cannot hold what it asked. */
+const MIN_FITTED_OUTPUT_TOKENS = 256
+
+/**
+ * Holds credits for the request's worst case and answers the output limit
+ * to forward. A request asking more output than the balance covers
+ * (framework agents ask for 64k tokens by default: Hermes sends
+ * max_tokens 65536) is held for, and sent with, the largest limit the
+ * balance does cover, when that is at least MIN_FITTED_OUTPUT_TOKENS;
+ * below that it is refused with 402 as before. Either way no request can
+ * cost more than its hold.
+ */
+async function holdFor(
+  payerId: string,
+  model: string,
+  body: Record<string, any>
+): Promise<{ hold: CreditHold; outputLimit: number }> {
+  const asked = maxOutputTokens(body)
+  const inputTokens = promptTokensUpperBound(body.messages)
+  const hold = (outputTokens: number) =>
+    reserveCredits(payerId, creditsFor(model, { inputTokens, outputTokens }))
+  try {
+    return { hold: await hold(asked), outputLimit: asked }
+  } catch (error) {
+    if (!(error instanceof InsufficientCreditsException)) throw error
+    const rate = rateFor(model)
+    const balance = await creditLedger.balanceOf(payerId)
+    const fitted =
+      rate.output > 0
+        ? Math.floor((balance * 1_000_000 - inputTokens * rate.input) / rate.output)
+        : 0
+    if (fitted < MIN_FITTED_OUTPUT_TOKENS || fitted >= asked) throw error
+    return { hold: await hold(fitted), outputLimit: fitted }
+  }
 }
 
 function upstreamErrorMessage(body: any, raw: string): string {
@@ -219,13 +257,16 @@ export async function hostedCompletion(
   options: HostedOptions
 ): Promise<{ json: any; reply: ModelReply; settled: Promise<number> }> {
   const { model, local } = resolveHostedModel(body.model)
-  const hold = await reserveCredits(options.payerId, estimatedCost(model, body))
+  const { hold, outputLimit } = await holdFor(options.payerId, model, body)
   let json: any
   try {
     if (local) {
       json = localDevCompletion(body.messages)
     } else {
-      const request: Record<string, any> = { ...upstreamBody(body, model), stream: false }
+      const request: Record<string, any> = {
+        ...upstreamBody(body, model, outputLimit),
+        stream: false,
+      }
       const response = await callUpstream(request, options.signal)
       json = await response.json().catch((error) => {
         throw options.signal?.aborted
@@ -359,10 +400,10 @@ export async function openHostedStream(
   options: HostedOptions
 ): Promise<HostedStream> {
   const { model, local } = resolveHostedModel(body.model)
-  const hold = await reserveCredits(options.payerId, estimatedCost(model, body))
+  const { hold, outputLimit } = await holdFor(options.payerId, model, body)
   try {
     const request = {
-      ...(local ? body : upstreamBody(body, model)),
+      ...(local ? body : upstreamBody(body, model, outputLimit)),
       model,
       stream: true,
       stream_options: { include_usage: true },

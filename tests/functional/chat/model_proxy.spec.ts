@@ -263,6 +263,25 @@ test.group('Model proxy: forwarding to MODEL_API_URL and metering', (group) => {
     assert.equal(await creditsOf(owner), 500)
   })
 
+  test('a request asking more output than the balance holds goes out with the limit the balance covers', async ({
+    assert,
+  }) => {
+    // 65,536 output tokens (what Hermes asks) at 2 credits each; the balance holds about 2,480.
+    const { owner, token } = await proxyAgent(5000)
+    upstream.set({ usage: { prompt_tokens: 20, completion_tokens: 10 } })
+    const response = await completions(token, {
+      model: 'metered-model',
+      max_tokens: 65_536,
+      messages: [{ role: 'user', content: 'as long as you like' }],
+    })
+    assert.equal(response.status, 200)
+    const sent = upstream.requests[0].body.max_tokens
+    assert.isAbove(sent, 2000)
+    assert.isAtMost(sent, 2500, 'never more than the hold covers')
+    assert.equal(await creditsOf(owner), 5000 - (20 + 2 * 10), 'charged what was used')
+    assert.lengthOf(await db.from('chat_credit_holds').where('user_id', owner.id), 0)
+  })
+
   test('an upstream failure is a 503, charges nothing and returns the hold', async ({ assert }) => {
     const { owner, token } = await proxyAgent(5000)
     upstream.set({ status: 500 })
