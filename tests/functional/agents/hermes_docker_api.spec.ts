@@ -1,20 +1,8 @@
 import { test } from '@japa/runner'
-import Docker from 'dockerode'
-import { dockerConfigured } from '#runtime/docker/docker_driver'
+import { noDockerEngine } from '#tests/helpers/docker_engine'
 import { startModelUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
 import { waitFor } from '#tests/helpers/processes'
 import { startServiceUnderFault, type ServiceUnderFault } from '#tests/helpers/service_under_fault'
-
-async function noEngine(): Promise<boolean> {
-  const up =
-    dockerConfigured() &&
-    (await new Docker().ping().then(
-      () => true,
-      () => false
-    ))
-  if (!up) console.log('  SKIPPED: no Docker engine')
-  return !up
-}
 
 /**
  * The whole service started with AGENT_RUNTIME=docker (images built here):
@@ -33,7 +21,7 @@ test.group('Agents: a hermes agent on the docker driver, through the API', (grou
   test(
     'create -> running in a container -> chat through the model proxy -> credits charged -> delete'
   )
-    .skip(noEngine, 'no Docker engine')
+    .skip(noDockerEngine, 'no Docker engine')
     .timeout(600_000)
     .run(async ({ assert }) => {
       upstream = await startModelUpstream({ reply: 'Hermes in Docker, through the API.' })

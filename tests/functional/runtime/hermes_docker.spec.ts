@@ -2,28 +2,18 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
+import { noDockerEngine } from '#tests/helpers/docker_engine'
 import db from '@adonisjs/lucid/services/db'
 import Docker from 'dockerode'
 import { proxyTokenOf } from '#agents/services/agent_tokens'
 import { dockerNames } from '#runtime/docker/container_spec'
-import { DockerDriver, dockerConfigured } from '#runtime/docker/docker_driver'
+import { DockerDriver } from '#runtime/docker/docker_driver'
 import { RuntimeService } from '#runtime/runtime_service'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { baseUrl } from '#tests/helpers/http'
 import { createUser, creditsOf } from '#tests/helpers/identity'
 import { startModelUpstream, useUpstream } from '#tests/helpers/model_upstream'
 import { sharedCacheDir, testRegistry } from '#tests/helpers/runtime'
-
-async function noEngine(): Promise<boolean> {
-  const up =
-    dockerConfigured() &&
-    (await new Docker().ping().then(
-      () => true,
-      () => false
-    ))
-  if (!up) console.log('  SKIPPED: no Docker engine')
-  return !up
-}
 
 /**
  * The real Hermes Agent in a container on a real Docker engine, from an
@@ -37,7 +27,7 @@ test.group('Runtime / real Hermes Agent in a Docker container', () => {
   test(
     'a locally built Hermes image boots, chats through the metered model proxy and keeps its memory across a restart'
   )
-    .skip(noEngine, 'no Docker engine')
+    .skip(noDockerEngine, 'no Docker engine')
     .timeout(600_000)
     .run(async ({ assert }) => {
       const agentsDir = await mkdtemp(join(tmpdir(), 'agent-host-hermes-docker-'))
