@@ -21,8 +21,11 @@ export interface ServiceUnderFault {
   postgres: ThrowawayPostgres
   storage: string
   server: ServerProcess
-  /** Fetch against the current server; a hang fails after 15 s. */
-  call(path: string, init?: { method?: string; token?: string; json?: unknown }): Promise<Answer>
+  /** Fetch against the current server; a hang fails after `timeoutMs` (15 s). */
+  call(
+    path: string,
+    init?: { method?: string; token?: string; json?: unknown; timeoutMs?: number }
+  ): Promise<Answer>
   /** A verified account signed in through the API; returns its JWT. */
   signUp(): Promise<string>
   /** The same, with the account's e-mail. */
@@ -79,7 +82,7 @@ export async function startServiceUnderFault(
         method: init.method ?? 'GET',
         headers,
         body: init.json === undefined ? undefined : JSON.stringify(init.json),
-        signal: AbortSignal.timeout(15_000),
+        signal: AbortSignal.timeout(init.timeoutMs ?? 15_000),
       })
       const text = await response.text()
       let body: any = text
