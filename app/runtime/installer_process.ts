@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
 
 export interface InstallerRun {
   command: string
@@ -18,10 +19,18 @@ export interface InstallerRun {
  * caches: output read line by line, progress every 5 s, killed at its
  * timeout. Answers its exit code, or -1 and why when it could not start.
  */
+const SETPRIV = '/usr/bin/setpriv'
+
 export async function runInstaller(
   run: InstallerRun
 ): Promise<{ code: number | null; startError?: string }> {
-  const child = spawn(run.command, run.args, {
+  // An installer must not outlive a service killed with -9: it would keep
+  // writing into a staging folder that the next lock holder has cleared.
+  // util-linux's setpriv asks the kernel to kill it when its parent dies.
+  const [command, args] = existsSync(SETPRIV)
+    ? [SETPRIV, ['--pdeathsig', 'KILL', '--', run.command, ...run.args]]
+    : [run.command, run.args]
+  const child = spawn(command, args, {
     cwd: run.cwd,
     env: run.env,
     stdio: ['ignore', 'pipe', 'pipe'],

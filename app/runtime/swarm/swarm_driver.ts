@@ -181,16 +181,29 @@ export class SwarmDriver extends DockerDriver {
     })
   }
 
+  /**
+   * Swarm updates are optimistic: another writer (the reconciler, the
+   * engine's own task bookkeeping) may move the service's version between our
+   * read and our update, which the engine refuses as "update out of
+   * sequence". Read again and retry a few times.
+   */
   async #scale(agentId: string, replicas: 0 | 1) {
-    const service = await this.#inspectService(agentId)
-    if (!service) return false
-    if (service.Spec.Mode?.Replicated?.Replicas === replicas) return true
-    await this.#service(agentId).update({
-      ...service.Spec,
-      version: service.Version.Index,
-      Mode: { Replicated: { Replicas: replicas } },
-    })
-    return true
+    for (let attempt = 1; ; attempt++) {
+      const service = await this.#inspectService(agentId)
+      if (!service) return false
+      if (service.Spec.Mode?.Replicated?.Replicas === replicas) return true
+      try {
+        await this.#service(agentId).update({
+          ...service.Spec,
+          version: service.Version.Index,
+          Mode: { Replicated: { Replicas: replicas } },
+        })
+        return true
+      } catch (error) {
+        if (attempt >= 5 || !/update out of sequence/i.test(String(error))) throw error
+        await sleep(50 * attempt)
+      }
+    }
   }
 
   override async start(agentId: string): Promise<ContainerInfo> {

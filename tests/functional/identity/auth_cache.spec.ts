@@ -45,9 +45,15 @@ test.group('Auth cache invalidation', () => {
   }) => {
     const user = await createUser({ credits: 100 })
     const key = await apiKeyFor(user)
-    const before = await client.get('/api/v1/me').bearerToken(key)
-    assert.equal(before.body().data.aiCreditsBalance, 100)
-    assert.equal(authCache.user(user.id)?.ai_credits_balance, 100)
+    // The creation's own NOTIFY may arrive after the first request and evict what it
+    // stored (as it should): ask until the row stays cached.
+    assert.isTrue(
+      await eventually(async () => {
+        const before = await client.get('/api/v1/me').bearerToken(key)
+        assert.equal(before.body().data.aiCreditsBalance, 100)
+        return authCache.user(user.id)?.ai_credits_balance === 100
+      })
+    )
 
     await db.from('users').where('id', user.id).update({ ai_credits_balance: 75 })
     assert.isTrue(await eventually(async () => authCache.user(user.id)?.ai_credits_balance === 75))
