@@ -1,4 +1,6 @@
 import router from '@adonisjs/core/services/router'
+import { registerPeriodicJob } from '#core/jobs/periodic_jobs'
+import { purgeExpired } from '#core/cache/shared_cache'
 import '#identity/routes'
 import '#credits/routes'
 import '#support/routes'
@@ -12,6 +14,13 @@ import '#knowledge/routes'
 import '#tools/routes'
 import '#channels/routes'
 import '#console/routes'
+
+// The database copy of the shared cache keeps only what has not expired.
+registerPeriodicJob({
+  name: 'cache.purge',
+  everyMs: 10 * 60_000,
+  run: () => purgeExpired().then(() => {}),
+})
 
 const HealthController = () => import('#core/health/health_controller')
 const OpenApiController = () => import('#core/openapi/openapi_controller')

@@ -68,7 +68,7 @@ export function chunksOf(content: string): string[] {
 /** Best effort: the database is the source of truth; the workspace copy is for the framework. */
 async function mirror(agent: Agent, filename: string, content: string | null) {
   try {
-    const runtime: any = await app.container.make('runtime')
+    const runtime = await app.container.make('runtime')
     const running = await runtime.isRunning(agent.id)
     const files = running ? await runtime.files(agent.id) : runtime.filesAtRest(agent.id)
     const path = `${MIRROR_FOLDER}/${filename}`

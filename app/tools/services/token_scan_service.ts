@@ -3,6 +3,7 @@ import { getMintDecoder } from '@solana-program/token'
 import db from '@adonisjs/lucid/services/db'
 import { tierPlan } from '#config/plans'
 import { NotFoundException, ValidationException } from '#core/exceptions/api_exceptions'
+import { cacheClear, cacheGet, cacheSet } from '#core/cache/shared_cache'
 import { ownedAgent } from '#agents/services/agent_access'
 import { hostedCompletion } from '#chat/services/model_proxy'
 import User from '#identity/models/user'
@@ -42,13 +43,16 @@ export interface TokenScanResult {
   model: string
 }
 
-/** A scan of one mint is reused for this long (a fresh one costs RPC, price and model calls). */
+/**
+ * A scan of one mint is reused for this long by every instance (a fresh
+ * one costs RPC, price and model calls).
+ */
 export const SCAN_CACHE_SECONDS = 60
-const scanCache = new Map<string, { result: TokenScanResult; at: number }>()
+const CACHE_PREFIX = 'tools:scan:'
 
 /** Forgets cached scans (tests). */
-export function clearScanCache(): void {
-  scanCache.clear()
+export function clearScanCache(): Promise<void> {
+  return cacheClear(CACHE_PREFIX)
 }
 
 const PURPOSE = 'Token scanning'
@@ -167,11 +171,9 @@ export async function scanToken(
     what: 'token scans',
   }
   return withDailyUse(allowance, async (useId) => {
-    const cached = scanCache.get(mint)
     const result =
-      cached && Date.now() - cached.at < SCAN_CACHE_SECONDS * 1000
-        ? cached.result
-        : await freshScan(owner.id, agent.id, mint)
+      (await cacheGet<TokenScanResult>(`${CACHE_PREFIX}${mint}`)) ??
+      (await freshScan(owner.id, agent.id, mint))
     await db
       .from('token_scans')
       .where('id', useId)
@@ -205,6 +207,6 @@ async function freshScan(payerId: string, agentId: string, mint: Address) {
     tokenProgram: facts.program === TOKEN_2022_PROGRAM_ADDRESS ? 'spl-token-2022' : 'spl-token',
     model: reply.model,
   }
-  scanCache.set(mint, { result, at: Date.now() })
+  await cacheSet(`${CACHE_PREFIX}${mint}`, result, SCAN_CACHE_SECONDS)
   return result
 }

@@ -1,6 +1,7 @@
 import { address as toAddress, signature as toSignature, type Address } from '@solana/kit'
 import db from '@adonisjs/lucid/services/db'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
+import { cacheClear, cached } from '#core/cache/shared_cache'
 import { ownedAgent } from '#agents/services/agent_access'
 import { usdPrice } from '#billing/services/price_feed'
 import { rpcRequest as rpcCall } from '#billing/services/solana_rpc'
@@ -30,15 +31,17 @@ export const WALLET_CACHE_SECONDS = 30
 const PURPOSE = 'Wallet watching'
 const LAMPORTS_PER_SOL = 1_000_000_000
 
-const cache = new Map<string, { at: number; value: Promise<ChainView> }>()
+const CACHE_PREFIX = 'tools:wallet:'
 
+/** What the chain says of a wallet, as cached (JSON: lamports as a decimal string). */
 interface ChainView {
-  lamports: bigint
+  lamports: string
   transactions: WalletTransaction[]
 }
 
-export function clearWalletCache(): void {
-  cache.clear()
+/** Forgets cached wallet views (tests). */
+export function clearWalletCache(): Promise<void> {
+  return cacheClear(CACHE_PREFIX)
 }
 
 async function walletsOf(agentId: string): Promise<string[]> {
@@ -105,19 +108,15 @@ async function chainView(wallet: Address): Promise<ChainView> {
       )
     })
   )
-  return { lamports: balance.value, transactions }
+  return { lamports: balance.value.toString(), transactions }
 }
 
-/** The cached chain view of a wallet; concurrent page loads share one fetch. */
+/**
+ * The chain view of a wallet, shared by every instance for
+ * WALLET_CACHE_SECONDS; concurrent page loads share one fetch.
+ */
 function cachedView(wallet: Address): Promise<ChainView> {
-  const hit = cache.get(wallet)
-  if (hit && Date.now() - hit.at < WALLET_CACHE_SECONDS * 1000) return hit.value
-  const value = chainView(wallet)
-  cache.set(wallet, { at: Date.now(), value })
-  value.catch(() => {
-    if (cache.get(wallet)?.value === value) cache.delete(wallet)
-  })
-  return value
+  return cached(`${CACHE_PREFIX}${wallet}`, WALLET_CACHE_SECONDS, () => chainView(wallet))
 }
 
 /** The SOL price of the billing feed (60 s cache), with a refusal that speaks of wallets. */

@@ -1,11 +1,27 @@
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { test } from '@japa/runner'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
-import { servingFixtureAgent } from '#tests/helpers/agents_http'
+import { agentOwners, foldersOf, putToSleep, servingFixtureAgent } from '#tests/helpers/agents_http'
 import { apiKeyFor, createUser, jwtFor } from '#tests/helpers/identity'
-import { startModelUpstream, useUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
+import {
+  startModelUpstream,
+  useProviderEndpoints,
+  useUpstream,
+  type ModelUpstream,
+} from '#tests/helpers/model_upstream'
 
 const FACT = 'The launch code of Project Zephyr is 7-4-1-9, kept by Captain Ilse Marwick.'
 const UNRELATED = 'Pancakes need flour, milk and two eggs; rest the batter for ten minutes.'
+
+/** The agent's `knowledge/<filename>` workspace copy on disk, or null when absent. */
+async function mirrored(agentId: string, filename: string): Promise<string | null> {
+  try {
+    return await readFile(join(foldersOf(agentId).workspace, 'knowledge', filename), 'utf8')
+  } catch {
+    return null
+  }
+}
 
 async function owner() {
   const user = await createUser({ credits: 100_000 })
@@ -48,17 +64,71 @@ test.group('Knowledge: files', () => {
       answer.assertStatus(400)
     }
   })
+
+  test("past the tier's total per agent (free: 1 MB) an upload is 400 naming the limit", async ({
+    client,
+    assert,
+  }) => {
+    const { agent, jwt } = await owner()
+    const upload = (filename: string, content: string) =>
+      client.post(`/agents/${agent.id}/knowledge`).bearerToken(jwt).json({ filename, content })
+    const part = 'k'.repeat(400 * 1024)
+    await upload('one.txt', part).then((answer) => answer.assertStatus(201))
+    await upload('two.txt', part).then((answer) => answer.assertStatus(201))
+    // Replacing a file counts its new size only.
+    await upload('two.txt', part).then((answer) => answer.assertStatus(201))
+    const over = await upload('three.txt', part)
+    over.assertStatus(400)
+    assert.equal(over.body().code, 'VALIDATION_ERROR')
+    assert.match(over.body().error, /Free plan allows 1 MB of knowledge per agent/)
+    const list = await client.get(`/agents/${agent.id}/knowledge`).bearerToken(jwt)
+    assert.deepEqual(
+      list.body().data.map((f: any) => f.filename),
+      ['one.txt', 'two.txt'],
+      'nothing stored beyond the limit'
+    )
+  })
+})
+
+test.group('Knowledge: the workspace copy', (group) => {
+  const owners = agentOwners()
+  group.teardown(() => owners.removeAgents())
+
+  test('mirrored into knowledge/ of a running agent, and of a sleeping one without waking it', async ({
+    client,
+    assert,
+  }) => {
+    const { agent, jwt } = await servingFixtureAgent(client, await owners.create())
+    const upload = (filename: string, content: string) =>
+      client.post(`/agents/${agent.id}/knowledge`).bearerToken(jwt).json({ filename, content })
+    await upload('awake.txt', 'written while running').then((answer) => answer.assertStatus(201))
+    assert.equal(await mirrored(agent.id, 'awake.txt'), 'written while running')
+
+    const service = await putToSleep(agent.id)
+    assert.isFalse(await service.isRunning(agent.id))
+    await upload('asleep.txt', 'written while asleep').then((answer) => answer.assertStatus(201))
+    assert.equal(await mirrored(agent.id, 'asleep.txt'), 'written while asleep')
+    const removed = await client.delete(`/agents/${agent.id}/knowledge/awake.txt`).bearerToken(jwt)
+    removed.assertStatus(200)
+    assert.isNull(await mirrored(agent.id, 'awake.txt'), 'the copy goes with the file')
+    assert.isFalse(await service.isRunning(agent.id), 'knowledge did not wake it')
+  }).timeout(60_000)
 })
 
 test.group('Knowledge: retrieval into the model request', (group) => {
+  const owners = agentOwners({ credits: 100_000 })
   let upstream: ModelUpstream
   let restore: () => void
+  let restoreProviders: () => void
   group.setup(async () => {
     upstream = await startModelUpstream()
     restore = useUpstream(upstream)
+    restoreProviders = useProviderEndpoints(upstream)
     return async () => {
       restore()
+      restoreProviders()
       await upstream.close()
+      await owners.removeAgents()
     }
   })
 
@@ -87,11 +157,54 @@ test.group('Knowledge: retrieval into the model request', (group) => {
     assert.notInclude(system.content, 'Pancakes')
   })
 
-  test('on the container path the passage travels with the message to the framework', async ({
+  test('on the customer-key path the passage is in the system message sent to the provider', async ({
     client,
     assert,
   }) => {
     const user = await createUser({ credits: 100_000 })
+    const agent = await createAgentFor(user, {
+      config: {
+        personality: 'You are a ship computer.',
+        provider: 'openai',
+        apiKey: 'sk-customer-own-key',
+      },
+    })
+    const jwt = jwtFor(user)
+    for (const [filename, content] of [
+      ['zephyr.txt', `Mission log.\n\n${FACT}`],
+      ['recipes.txt', UNRELATED],
+    ]) {
+      const uploaded = await client
+        .post(`/agents/${agent.id}/knowledge`)
+        .bearerToken(jwt)
+        .json({ filename, content })
+      uploaded.assertStatus(201)
+    }
+
+    upstream.reset()
+    const chat = await client
+      .post(`/api/v1/agents/${agent.id}/chat`)
+      .bearerToken(await apiKeyFor(user))
+      .json({ message: 'What is the launch code of Project Zephyr?' })
+    chat.assertStatus(200)
+    const [request] = upstream.requests
+    assert.equal(
+      request.headers.authorization,
+      'Bearer sk-customer-own-key',
+      'sent with the customer key'
+    )
+    const system = request.body.messages[0]
+    assert.equal(system.role, 'system')
+    assert.include(system.content, 'You are a ship computer.')
+    assert.include(system.content, '7-4-1-9')
+    assert.notInclude(system.content, 'Pancakes')
+  })
+
+  test('on the container path the passage travels with the message to the framework', async ({
+    client,
+    assert,
+  }) => {
+    const user = await owners.create()
     const { agent, jwt } = await servingFixtureAgent(client, user)
     const upload = (filename: string, content: string) =>
       client.post(`/agents/${agent.id}/knowledge`).bearerToken(jwt).json({ filename, content })

@@ -2,7 +2,10 @@ import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
 import { runDueSchedules } from '#schedules/services/schedule_service'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
-import { createUser, jwtFor } from '#tests/helpers/identity'
+import { agentOwners, putToSleep, servingFixtureAgent } from '#tests/helpers/agents_http'
+import { creditsOf, createUser, jwtFor } from '#tests/helpers/identity'
+import { startModelUpstream, useUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
+import { waitFor } from '#tests/helpers/runtime'
 
 async function ownerWithAgent(
   options: { tier?: 'free' | 'pro'; status?: 'active' | 'stopped' } = {}
@@ -12,9 +15,16 @@ async function ownerWithAgent(
   return { owner, agent, jwt: jwtFor(owner) }
 }
 
-/** Makes the task due `minutesAgo` minutes before `now` (a controlled clock, no waiting). */
+/** Makes the task due at `at` (a controlled clock, no waiting). */
 async function makeDue(scheduleId: string, at: Date) {
   await db.from('agent_schedules').where('id', scheduleId).update({ next_run_at: at })
+}
+
+/** The start of `at`'s UTC hour: an hourly or daily slot already past, with none missed since. */
+function slotStart(at: Date): Date {
+  const start = new Date(at)
+  start.setUTCMinutes(0, 0, 0)
+  return start
 }
 
 async function runsOf(scheduleId: string) {
@@ -126,7 +136,7 @@ test.group('Schedules: runs', () => {
       .json({ name: 'Ping', cron: '@hourly', message: 'Scheduled hello' })
     const task = created.body().data
     const now = new Date()
-    await makeDue(task.id, new Date(now.getTime() - 60_000))
+    await makeDue(task.id, slotStart(now))
 
     assert.isAtLeast(await runDueSchedules(now), 1)
     const runs = await client.get(`/agents/${agent.id}/schedules/${task.id}/runs`).bearerToken(jwt)
@@ -223,5 +233,106 @@ test.group('Schedules: runs', () => {
     assert.equal(onRuns[0].status, 'skipped')
     assert.match(onRuns[0].error, /agent is stopped/)
     assert.lengthOf(await runsOf(off.id), 0)
+  })
+})
+
+test.group('Schedules: a sleeping agent, the container path and metering', (group) => {
+  const owners = agentOwners({ credits: 10_000 })
+  let upstream: ModelUpstream
+  let restore: () => void
+  group.setup(async () => {
+    upstream = await startModelUpstream()
+    restore = useUpstream(upstream, {
+      rates: { 'metered-model': { input: 1_000_000, output: 2_000_000 } },
+    })
+    return async () => {
+      restore()
+      await upstream.close()
+      await owners.removeAgents()
+    }
+  })
+  group.each.setup(() => upstream.reset())
+
+  test('a due task wakes a sleeping agent (the hosted path answers meanwhile); once awake, its container answers', async ({
+    client,
+    assert,
+  }) => {
+    const { agent, jwt } = await servingFixtureAgent(client, await owners.create())
+    const created = await client
+      .post(`/agents/${agent.id}/schedules`)
+      .bearerToken(jwt)
+      .json({ name: 'Wake', cron: '@hourly', message: 'Scheduled while asleep' })
+    created.assertStatus(201)
+    const task = created.body().data
+    const service = await putToSleep(agent.id)
+    assert.isFalse(await service.isRunning(agent.id), 'asleep before the run')
+
+    const first = new Date()
+    await makeDue(task.id, slotStart(first))
+    assert.isAtLeast(await runDueSchedules(first), 1)
+    const [asleepRun] = await runsOf(task.id)
+    assert.equal(asleepRun.status, 'ok', asleepRun.error ?? '')
+    assert.lengthOf(upstream.requests, 1, 'answered by the hosted model while it wakes')
+    await waitFor('the agent to wake', () => service.isRunning(agent.id), 30_000)
+    await service.waitUntilReady(agent.id, { timeoutMs: 30_000 })
+
+    // The next slot finds it awake: the agent's own framework answers.
+    const second = new Date()
+    await makeDue(task.id, slotStart(second))
+    assert.isAtLeast(await runDueSchedules(second), 1)
+    const runs = await client.get(`/agents/${agent.id}/schedules/${task.id}/runs`).bearerToken(jwt)
+    const [latest] = runs.body().data.runs
+    assert.equal(latest.status, 'ok', latest.error ?? '')
+    assert.equal(
+      latest.replyExcerpt,
+      'echo: Scheduled while asleep',
+      'the fixture framework answered'
+    )
+    assert.lengthOf(upstream.requests, 1, 'no second hosted call')
+  }).timeout(90_000)
+
+  test('a run on the hosted path is metered on the owner, with source schedule in the ledger', async ({
+    client,
+    assert,
+  }) => {
+    const user = await owners.create()
+    const jwt = jwtFor(user)
+    const agent = await createAgentFor(user, { config: { model: 'metered-model' } })
+    upstream.set({
+      reply: 'Daily digest ready.',
+      usage: { prompt_tokens: 40, completion_tokens: 7 },
+    })
+    const created = await client
+      .post(`/agents/${agent.id}/schedules`)
+      .bearerToken(jwt)
+      .json({ name: 'Digest', cron: '@hourly', message: 'Write the daily digest' })
+    const task = created.body().data
+    const now = new Date()
+    await makeDue(task.id, slotStart(now))
+    const before = await creditsOf(user)
+
+    assert.isAtLeast(await runDueSchedules(now), 1)
+    const [run] = await runsOf(task.id)
+    assert.equal(run.status, 'ok', run.error ?? '')
+    assert.equal(run.reply_excerpt, 'Daily digest ready.')
+    assert.equal(upstream.requests[0].body.model, 'metered-model')
+    const cost = 40 * 1 + 7 * 2
+    assert.equal(await creditsOf(user), before - cost)
+
+    const [entry] = await db
+      .from('credit_ledger')
+      .where({ user_id: user.id, kind: 'llm' })
+      .orderBy('seq', 'desc')
+    assert.equal(entry.credits, -cost)
+    assert.deepInclude(entry.metadata, { source: 'schedule', agentId: agent.id })
+    const history = await client.get('/ai-credits/history').bearerToken(jwt)
+    history.assertStatus(200)
+    assert.deepInclude(history.body().data.usage[0], {
+      kind: 'llm',
+      model: 'metered-model',
+      credits: -cost,
+      inputTokens: 40,
+      outputTokens: 7,
+    })
   })
 })

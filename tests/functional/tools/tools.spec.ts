@@ -55,9 +55,8 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
       await owners.removeAgents()
     }
   })
-  group.each.setup(() => {
-    clearScanCache()
-    clearWalletCache()
+  group.each.setup(async () => {
+    await Promise.all([clearScanCache(), clearWalletCache()])
     upstream.reset()
   })
 
