@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { test } from '@japa/runner'
-import pg from 'pg'
 import { startServiceUnderFault, type ServiceUnderFault } from '#tests/helpers/service_under_fault'
 import { startPaymentWorld, type PaymentWorld } from '#tests/helpers/solana/payment_world'
 
@@ -33,16 +32,7 @@ test.group('Fault: the service is killed (-9) in the middle of a payment', (grou
     }
   })
 
-  async function query(sql: string, values: unknown[]) {
-    const client = new pg.Client({ connectionString: service.postgres.url })
-    await client.connect()
-    try {
-      const result = await client.query(sql, values)
-      return result.rows
-    } finally {
-      await client.end()
-    }
-  }
+  const query = (sql: string, values: unknown[]) => service.query(sql, values)
 
   test('each payment is applied exactly once, whatever point the kill hit', async ({ assert }) => {
     const { token, email } = await service.signUpAccount()
