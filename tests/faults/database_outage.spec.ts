@@ -1,9 +1,15 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { test } from '@japa/runner'
 import { startServerProcess, waitFor, type ServerProcess } from '#tests/helpers/processes'
-import { startThrowawayPostgres, type ThrowawayPostgres } from '#tests/helpers/throwaway_postgres'
+import {
+  acceptsConnections,
+  startThrowawayPostgres,
+  type ThrowawayPostgres,
+} from '#tests/helpers/throwaway_postgres'
+import { describeFailures, steadyTraffic } from '#tests/helpers/outage_traffic'
 
 interface Answer {
   status: number
@@ -75,6 +81,8 @@ test.group('Fault: PostgreSQL restarts while the service serves', (group) => {
     const logBefore = server.output().length
 
     await postgres.stop()
+    // Clients keep calling through the outage: how many fail, how fast each is answered.
+    const traffic = steadyTraffic([() => call(`${server.url}/health`), () => login(server)])
     const during = [
       await call(`${server.url}/health`),
       await login(server),
@@ -94,18 +102,42 @@ test.group('Fault: PostgreSQL restarts while the service serves', (group) => {
       assert.deepEqual(Object.keys(answer.body).sort(), ['code', 'error', 'success'])
       assert.equal(answer.body.code, 'SERVER_ERROR')
       assert.notMatch(answer.body.error, /ECONNREFUSED|select|pg|knex/i)
+      assert.isBelow(answer.ms, 5_000, 'answered promptly, not after a hang')
     }
 
+    // An outage of about 2 s under steady traffic, then PostgreSQL returns.
+    await sleep(2_000)
     await postgres.start()
+    await waitFor(async () => ((await acceptsConnections(postgres.url)) ? true : undefined), {
+      timeoutMs: 60_000,
+      intervalMs: 50,
+      what: 'PostgreSQL to accept connections again',
+    })
+    // The outage ends when PostgreSQL accepts connections; the promise is 5 s from there.
     const back = Date.now()
     await waitFor(
       async () => ((await statusOf(`${server.url}/health`)) === 200 ? true : undefined),
-      { timeoutMs: 30_000, intervalMs: 100, what: '/health to answer 200 again' }
+      { timeoutMs: 30_000, intervalMs: 50, what: '/health to answer 200 again' }
     )
     const recoveredMs = Date.now() - back
+    const answers = await traffic.stop()
     assert.equal(await loginStatus(server), 401, 'queries run again without a restart')
+    const outage = answers.filter((answer) => answer.at - answer.ms < back)
     console.log(
-      `    database outage: answers during it ${during.map((a) => `${a.status} in ${a.ms} ms`).join(', ')}; recovered ${recoveredMs} ms after PostgreSQL returned`
+      `    database outage: ${outage.length} requests during it, ` +
+        `${describeFailures(outage, (answer) => answer.status !== 200 && answer.status !== 401)}; ` +
+        `recovered ${recoveredMs} ms after PostgreSQL accepted connections again`
+    )
+    assert.isBelow(recoveredMs, 5_000, 'serving again within 5 s of the database returning')
+    for (const answer of outage) {
+      // Prompt, not a hang: generous for a loaded machine, far below any client timeout.
+      assert.include([503, 200, 401], answer.status, JSON.stringify(answer))
+      assert.isBelow(answer.ms, 5_000, `answered promptly: ${JSON.stringify(answer)}`)
+    }
+    assert.isAbove(
+      outage.filter((answer) => answer.status === 503).length,
+      0,
+      'the outage was seen'
     )
 
     const logDuring = server.output().slice(logBefore)

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { test } from '@japa/runner'
@@ -154,13 +154,25 @@ test.group('Fault: the service is killed (-9) in the middle of an operation', (g
     await assertConsistent(assert, token, perAgent, 'the end')
   }).timeout(600_000)
 
-  test('open SSE and WebSocket chats end for their clients when the service dies', async ({
+  test('open SSE and WebSocket chats end for their clients when the service dies; their held credits come back', async ({
     assert,
   }) => {
-    const token = await service.signUp()
+    const { token, email } = await service.signUpAccount()
     const agentId = await service.createFixtureAgent(token, 'Chatty')
     // Stopped: the reply comes from the hosted path, token by token from the stand-in model.
     await service.call(`/agents/${agentId}/stop`, { method: 'POST', token })
+    const balanceOf = async () => {
+      const answer = await service.call('/ai-credits/balance', { token })
+      return answer.body.data.balance as number
+    }
+    const before = await balanceOf()
+    const startedAt = new Date()
+    const openHolds = () =>
+      service.query(
+        'select h.id from chat_credit_holds h join users u on u.id = h.user_id where u.email = $1',
+        [email]
+      )
+
     // Streamed token by token, or (the WebSocket's whole reply) after a long think.
     upstream.set({
       reply: 'one two three four five six seven eight',
@@ -186,6 +198,7 @@ test.group('Fault: the service is killed (-9) in the middle of an operation', (g
     }).catch((error: Error) => {
       throw new Error(`${error.message}; the socket said ${wsMessages.join(' | ')}`)
     })
+    assert.lengthOf(await openHolds(), 2, 'each chat holds credits while the model works')
 
     await service.kill9()
     const killedAt = Date.now()
@@ -209,5 +222,100 @@ test.group('Fault: the service is killed (-9) in the middle of an operation', (g
     assert.include(['closed', 'error'], sseOutcome)
     assert.equal(wsCode, 1006, 'an abnormal close, seen at once')
     await service.restart()
+
+    // Both chats held credits when the service died; after the restart they come back,
+    // less only what the ledger charged (nothing settled: the replies never ended).
+    let last: unknown
+    await waitFor(
+      async () => {
+        const holds = await openHolds()
+        last = { holds: holds.length, balance: await balanceOf() }
+        return holds.length === 0 ? true : undefined
+      },
+      { timeoutMs: 30_000, what: 'the chats’ credit holds to be returned' }
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}: ${JSON.stringify(last)}, ${before} before the chats`)
+    })
+    const ledger = await service.query(
+      `select l.kind, l.credits from credit_ledger l join users u on u.id = l.user_id
+        where u.email = $1 and l.created_at >= $2`,
+      [email, startedAt]
+    )
+    const charged = ledger.reduce((sum, row) => sum + Number(row.credits), 0)
+    console.log(
+      `    kill -9 mid-stream: credits back ${Date.now() - killedAt} ms after the kill (restart included); ${-charged} charged`
+    )
+    assert.equal(
+      await balanceOf(),
+      before + charged,
+      'held credits back, less only what was charged'
+    )
+    assert.isAtMost(charged, 0)
   }).timeout(120_000)
+
+  test('a workspace file being written when the service dies is the old one or the new one and never partial', async ({
+    assert,
+  }) => {
+    const token = await service.signUp()
+    const agentId = await service.createFixtureAgent(token, 'Writer')
+    await service.waitUntilRunning(token, agentId)
+    const path = 'notes/big.txt'
+    // Near the 1,000,000-character limit: the write itself takes a while.
+    const version = (n: number) => String.fromCharCode(97 + (n % 26)).repeat(999_000)
+    const put = (content: string) =>
+      service.call(`/agents/${agentId}/container-files`, {
+        method: 'PUT',
+        token,
+        json: { path, content },
+        timeoutMs: 60_000,
+      })
+    const read = () =>
+      service.call(`/agents/${agentId}/container-files/read?path=${encodeURIComponent(path)}`, {
+        token,
+      })
+    const first = await put(version(0))
+    assert.equal(first.status, 200, JSON.stringify(first.body))
+    // How long a whole write takes, warm: the file is written at its very end.
+    let fullMs = Number.POSITIVE_INFINITY
+    for (let i = 0; i < 3; i++) {
+      const started = Date.now()
+      await put(version(0))
+      fullMs = Math.min(fullMs, Date.now() - started)
+    }
+    let current = 0
+    const outcomes: string[] = []
+    // Kills spread over the end of a write, where the file is written.
+    for (const [round, fraction] of [0.7, 0.9, 1].entries()) {
+      const next = round + 1
+      await killAfter(
+        Math.round(fullMs * fraction),
+        put(version(next)).catch((error) => error)
+      )
+      await service.waitUntilRunning(token, agentId)
+      const stored = await read()
+      assert.equal(stored.status, 200, JSON.stringify(stored.body).slice(0, 300))
+      const content = stored.body.data.content as string
+      assert.include(
+        [version(current), version(next)],
+        content,
+        `round ${round}: the whole old or the whole new content (got ${content.length} characters)`
+      )
+      outcomes.push(content === version(next) ? 'new' : 'old')
+      if (content === version(next)) current = next
+      const listed = await service.call(`/agents/${agentId}/container-files?path=/notes`, { token })
+      assert.deepEqual(
+        (listed.body.data.files as any[]).map((file) => file.name),
+        ['big.txt'],
+        'no staging leftover listed'
+      )
+    }
+    // What a cut write left on disk (hidden from listings, never read as the file).
+    const staged = readdirSync(
+      join(service.storage, 'agents', agentId, 'workspace', 'notes')
+    ).filter((name) => name.endsWith('.partial'))
+    console.log(
+      `    kill -9 mid-write of a ${version(0).length}-character file (a write takes ${fullMs} ms): ` +
+        `${outcomes.join(', ')}; ${staged.length} staged copies left on disk`
+    )
+  }).timeout(300_000)
 })

@@ -22,7 +22,8 @@ export abstract class LocalHttpServer {
     return `http://127.0.0.1:${address.port}${this.path}`
   }
 
-  async start(): Promise<this> {
+  /** Listens on `port` (0: a free one); a closed server may start again on its old port. */
+  async start(port = 0): Promise<this> {
     this.server = createServer((request, response) => {
       const url = new URL(request.url ?? '/', 'http://127.0.0.1')
       this.requests.push(url)
@@ -33,7 +34,7 @@ export abstract class LocalHttpServer {
       }
       this.handle(url, request, response)
     })
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve))
+    await new Promise<void>((resolve) => this.server!.listen(port, '127.0.0.1', resolve))
     return this
   }
 

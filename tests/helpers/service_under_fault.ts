@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import pg from 'pg'
 import WebSocket from 'ws'
 import { linkIn, waitForMail } from '#tests/helpers/mail'
 import { startServerProcess, waitFor, type ServerProcess } from '#tests/helpers/processes'
@@ -41,6 +42,8 @@ export interface ServiceUnderFault {
     token: string,
     agentId: string
   ): Promise<{ ws: WebSocket; closed: Promise<number>; messages: string[] }>
+  /** One SQL statement on the service's own database (to check what a fault left behind). */
+  query(sql: string, values?: unknown[]): Promise<any[]>
   /** SIGKILL: no shutdown hook runs. */
   kill9(): Promise<void>
   /** Starts a new server process on the same database and storage. */
@@ -155,6 +158,16 @@ export async function startServiceUnderFault(
         ws.once('close', reject)
       })
       return { ws, closed, messages }
+    },
+    async query(sql, values = []) {
+      const client = new pg.Client({ connectionString: postgres.url })
+      await client.connect()
+      try {
+        const result = await client.query(sql, values)
+        return result.rows
+      } finally {
+        await client.end()
+      }
     },
     async kill9() {
       const exited = new Promise((resolve) => service.server.child.once('exit', resolve))

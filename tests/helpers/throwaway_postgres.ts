@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import pg from 'pg'
 import { locateBinaries } from '#core/database/embedded/binaries'
 import {
   connectionUrl,
@@ -60,5 +61,24 @@ export async function startThrowawayPostgres(database = 'agent_host'): Promise<T
       await stop().catch(() => {})
       rmSync(root, { recursive: true, force: true })
     },
+  }
+}
+
+/**
+ * True once a PostgreSQL server at `url` accepts a connection and answers a
+ * query (not while it is down or still starting up): the moment an outage
+ * ends, from which recovery is measured.
+ */
+export async function acceptsConnections(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    await client.query('select 1')
+    return true
+  } catch {
+    return false
+  } finally {
+    await client.end().catch(() => {})
   }
 }

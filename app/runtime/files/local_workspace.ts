@@ -21,6 +21,11 @@ function errorCode(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code
 }
 
+/** A write's staging copy (see write()): `.<name>.<12 hex>.partial`. */
+const STAGED_NAME = /^\..+\.[0-9a-f]{12}\.partial$/
+/** A staging copy this old was left by a write a crash cut short (a write takes seconds at most). */
+const STALE_STAGED_MS = 10 * 60_000
+
 function sortEntries(entries: FileEntry[]): FileEntry[] {
   return entries.sort((a, b) =>
     a.type === b.type ? a.name.localeCompare(b.name) : a.type === 'directory' ? -1 : 1
@@ -66,9 +71,15 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
   async list(path: string): Promise<FileEntry[]> {
     const target = await this.#resolve(path)
     const names = await notFoundAs(target.display, () =>
-      inConfinedDir(target.workspace, target.real, target, (dir) =>
-        readdir(dir.path(), { withFileTypes: true })
-      )
+      inConfinedDir(target.workspace, target.real, target, async (dir) => {
+        const shown = []
+        for (const entry of await readdir(dir.path(), { withFileTypes: true })) {
+          if (!entry.isFile() || !STAGED_NAME.test(entry.name)) shown.push(entry)
+          // Never listed: a write under way, or what a kill mid-write left (removed once stale).
+          else await removeIfStale(dir.path(entry.name))
+        }
+        return shown
+      })
     )
     const entries: FileEntry[] = []
     for (const entry of names) {
@@ -175,6 +186,13 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
       })
     )
     return { deleted: target.display }
+  }
+}
+
+async function removeIfStale(path: string) {
+  const info = await lstat(path).catch(() => undefined)
+  if (info?.isFile() && Date.now() - info.mtimeMs > STALE_STAGED_MS) {
+    await rm(path, { force: true }).catch(() => {})
   }
 }
 

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { readFile } from 'node:fs/promises'
+import { mkdir, readFile, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
 import { TRAVERSAL_PATHS, plantEscapeLinks } from '#tests/helpers/traversal'
@@ -121,6 +121,28 @@ test.group('Agents: container files through HTTP', (group) => {
       400
     )
     assert.equal(await statusOf(client.delete(files).qs({ path: '/' }).bearerToken(jwt)), 400)
+  })
+
+  test('a staging copy a cut write left is never listed, and removed once stale', async ({
+    client,
+    assert,
+  }) => {
+    const folder = join(foldersOf(agentId).workspace, 'cut')
+    await mkdir(folder, { recursive: true })
+    await writeFile(join(folder, 'kept.txt'), 'whole')
+    // What a kill -9 during `write()` leaves: a fresh one (a write under way) and an old one.
+    const fresh = join(folder, '.kept.txt.0123456789ab.partial')
+    const stale = join(folder, '.kept.txt.ba9876543210.partial')
+    await writeFile(fresh, 'wh')
+    await writeFile(stale, 'who')
+    const anHourAgo = new Date(Date.now() - 60 * 60_000)
+    await utimes(stale, anHourAgo, anHourAgo)
+
+    const listed = await client.get(files).qs({ path: '/cut' }).bearerToken(jwt)
+    listed.assertStatus(200)
+    assert.deepEqual(listed.body().data.files, [{ name: 'kept.txt', type: 'file', size: 5 }])
+    assert.isTrue(existsSync(fresh), 'a write under way keeps its staging copy')
+    assert.isFalse(existsSync(stale), 'a stale staging copy is removed')
   })
 
   test('another account gets 403 for every file route', async ({ client, assert }) => {

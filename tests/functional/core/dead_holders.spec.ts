@@ -3,6 +3,7 @@ import { once } from 'node:events'
 import { hostname } from 'node:os'
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
+import { claimFreeRows } from '#channels/services/channel_rows'
 import { claimJobLease } from '#core/jobs/periodic_jobs'
 import { claimLease, leaseHolder } from '#runtime/services/runtime_lease'
 import { runDueSchedules } from '#schedules/services/schedule_service'
@@ -88,5 +89,45 @@ test.group('Claims of a dead holder are taken over at once', (group) => {
     assert.isTrue(await claimJobLease(other, `${hostname()}:${living.pid}:alive`, 60 * 60_000))
     assert.isFalse(await claimJobLease(other, 'instance-next'), 'live holder: left alone')
     await db.from('periodic_job_leases').whereIn('name', [name, other]).delete()
+  })
+
+  test('a channel connection lease of a killed instance is taken at once; a live holder keeps its own', async ({
+    assert,
+  }) => {
+    const owner = await createUser()
+    const agent = await createAgentFor(owner)
+    const leasedUntil = new Date(Date.now() + 60 * 60_000)
+    const insert = async (channel: string, holder: string) => {
+      const [row] = await db
+        .table('agent_channels')
+        .insert({
+          agent_id: agent.id,
+          channel,
+          fingerprint: channel,
+          state: 'connected',
+          holder,
+          lease_expires_at: leasedUntil,
+        })
+        .returning('id')
+      return row.id as string
+    }
+    const dead = await insert('telegram', await deadHolder())
+    const alive = await insert('discord', `${hostname()}:${living.pid}:alive`)
+    try {
+      const claimed = await claimFreeRows('instance-next', 1000)
+      const ours = claimed.map((row) => row.id).filter((id) => [dead, alive].includes(id))
+      assert.deepEqual(ours, [dead], 'only the dead holder’s connection was taken over')
+      const rows = await db.from('agent_channels').whereIn('id', [dead, alive])
+      const holderOf = (id: string) => rows.find((row) => row.id === id)?.holder
+      assert.equal(holderOf(dead), 'instance-next')
+      assert.equal(holderOf(alive), `${hostname()}:${living.pid}:alive`)
+    } finally {
+      // Other files' rows this claim may have picked up go back to free.
+      await db
+        .from('agent_channels')
+        .where('holder', 'instance-next')
+        .update({ holder: null, lease_expires_at: null })
+      await db.from('agent_channels').whereIn('id', [dead, alive]).delete()
+    }
   })
 })

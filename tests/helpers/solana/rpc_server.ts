@@ -71,7 +71,8 @@ export class SolanaRpcServer {
     return `http://127.0.0.1:${address.port}`
   }
 
-  async start(): Promise<this> {
+  /** Listens on `port` (0: a free one); a closed server may start again on its old port. */
+  async start(port = 0): Promise<this> {
     this.server = createServer((request, response) => {
       const chunks: Buffer[] = []
       request.on('data', (chunk: Buffer) => chunks.push(chunk))
@@ -98,7 +99,7 @@ export class SolanaRpcServer {
         response.end(stringify(answer))
       })
     })
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve))
+    await new Promise<void>((resolve) => this.server!.listen(port, '127.0.0.1', resolve))
     return this
   }
 
