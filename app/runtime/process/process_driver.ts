@@ -27,6 +27,7 @@ import {
   deleteRecord,
   isRecordedProcessAlive,
   killStrayProcesses,
+  markedAgentIdsUnder,
   readRecord,
 } from '#runtime/process/process_record'
 import type {
@@ -423,6 +424,15 @@ export class ProcessDriver implements ContainerDriver {
       }
       this.#agents.get(agentId)?.detach()
       this.#agents.delete(agentId)
+    }
+    // A delete cut short after its folder went, or a start cut before its
+    // record was written, leaves a process no folder or record names.
+    for (const agentId of markedAgentIdsUnder(this.options.agentsDir)) {
+      if (keep.has(agentId) || this.#agents.get(agentId)?.isLive()) continue
+      const strays = await killStrayProcesses(agentId)
+      if (strays.length === 0) continue
+      this.#log(`agent ${agentId}: killed processes ${strays.join(', ')} of an agent that is gone`)
+      if (!stopped.includes(agentId)) stopped.push(agentId)
     }
     return stopped
   }

@@ -59,6 +59,22 @@ export function markedProcesses(agentId: string): number[] {
     .map((stat) => stat.pid)
 }
 
+/**
+ * Agent ids of live marked processes whose home lies under `agentsDir`:
+ * this service's agents, whatever records or folders a crash left (another
+ * service on the host keeps its agents elsewhere).
+ */
+export function markedAgentIdsUnder(agentsDir: string): Set<string> {
+  const ids = new Set<string>()
+  const prefix = `${agentsDir.replace(/\/+$/, '')}/`
+  for (const stat of allProcesses(0)) {
+    const environ = readProcEnviron(stat.pid)
+    const agentId = environ?.get(AGENT_MARKER_VARIABLE)
+    if (agentId && environ?.get('HOME')?.startsWith(prefix)) ids.add(agentId)
+  }
+  return ids
+}
+
 /** Kills the agent's stray processes (see markedProcesses) and waits until they are gone. */
 export async function killStrayProcesses(agentId: string): Promise<number[]> {
   const strays = markedProcesses(agentId)

@@ -499,4 +499,26 @@ test.group('Runtime / process driver adoption', (group) => {
     assert.isFalse(isAlive(pid), 'the stray was killed')
     assert.notEqual(await pidOf(harness, agentId), pid)
   }).timeout(60_000)
+
+  test('a process whose folder a cut-short delete removed is killed by the boot sweep', async ({
+    assert,
+  }) => {
+    const kept = newId()
+    const deleted = newId()
+    await startReady(harness, kept)
+    await startReady(harness, deleted)
+    const pid = await pidOf(harness, deleted)
+    await harness.restartService()
+    // The crash came after the delete removed the folder, before the process died:
+    // no record and no folder name it any more.
+    const { rm } = await import('node:fs/promises')
+    await rm(agentPaths(harness.agentsDir, deleted).root, { recursive: true, force: true })
+    assert.isTrue(isAlive(pid))
+
+    const recovered = await harness.runtime.recover([fixtureSpec(kept)])
+    assert.include(recovered.swept, deleted)
+    assert.deepEqual(recovered.adopted, [kept])
+    assert.isFalse(isAlive(pid), 'the process of the deleted agent was killed')
+    assert.isTrue(await harness.runtime.isRunning(kept))
+  }).timeout(60_000)
 })
