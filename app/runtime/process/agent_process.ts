@@ -10,6 +10,7 @@ import { LogFile } from '#runtime/process/log_file'
 import { isAlive, readProcStat, ticksPerSecond, treeUsage } from '#runtime/process/proc_stats'
 import {
   deleteRecord,
+  killStrayProcesses,
   isRecordedProcessAlive,
   writeRecord,
   type ProcessRecord,
@@ -241,6 +242,11 @@ export class AgentProcess {
 
   #onExit(generation: number, reason: string) {
     if (generation !== this.#generation) return
+    // What a crashed process leaves behind (a sandbox launcher's child, a
+    // framework's own helpers) must not live on beside its restart: found by
+    // the agent's marker, killed before any restart is scheduled. A stop
+    // gives the whole tree its grace period itself.
+    if (!this.#stopping) void killStrayProcesses(this.agentId)
     const startedAt = this.record ? Date.parse(this.record.startedAt) : Date.now()
     this.#child = undefined
     this.record = undefined

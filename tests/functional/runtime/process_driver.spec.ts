@@ -7,7 +7,7 @@ import { AgentNotRunningException, NotFoundException } from '#core/exceptions/ap
 import { agentPaths } from '#runtime/agent_paths'
 import { ContainerChatError } from '#runtime/chat_client'
 import { isAlive } from '#runtime/process/proc_stats'
-import { readRecord } from '#runtime/process/process_record'
+import { markedProcesses, readRecord } from '#runtime/process/process_record'
 import { fixtureSpec, processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/runtime'
 
 const newId = () => randomUUID()
@@ -157,6 +157,26 @@ test.group('Runtime / process driver lifecycle', (group) => {
       messages: [{ role: 'user', content: 'still here' }],
     })
     assert.equal(reply.content, 'echo: still here')
+  }).timeout(60_000)
+
+  test('a killed launcher leaves none of its processes beside the restart', async ({ assert }) => {
+    const agentId = newId()
+    const first = await startReady(harness, agentId)
+    const before = markedProcesses(agentId)
+    // The launcher (a sandbox's bwrap, or the framework itself) dies; what ran under
+    // it would live on as an orphan next to the restarted agent.
+    process.kill(await pidOf(harness, agentId), 'SIGKILL')
+    await waitFor('a new process', async () => {
+      const info = await harness.runtime.status(agentId)
+      return info.state === 'running' && info.containerId !== first.containerId
+    })
+    await harness.runtime.waitUntilReady(agentId, { timeoutMs: 15_000 })
+    assert.deepEqual(
+      before.filter((pid) => isAlive(pid)),
+      [],
+      'every process of the killed run is gone'
+    )
+    assert.lengthOf(markedProcesses(agentId), before.length, 'the restart runs once')
   }).timeout(60_000)
 
   test('repeated crashes end in the error status with an error event', async ({ assert }) => {
