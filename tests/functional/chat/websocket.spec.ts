@@ -7,60 +7,10 @@ import quotaService from '#identity/services/quota_service'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { agentOwners } from '#tests/helpers/agents_http'
 import { apiKeyFor, jwtFor, type CreateUserOptions } from '#tests/helpers/identity'
-import { baseUrl } from '#tests/helpers/http'
+import { chatOver as chat, connectChatSocket as connect, wsUrl } from '#tests/helpers/chat_socket'
 
 const owners = agentOwners({ tier: 'pro', credits: 100 })
 const owner = (options: CreateUserOptions = {}) => owners.create(options)
-
-function wsUrl(path: string): string {
-  return `${baseUrl().replace(/^http/, 'ws')}${path}`
-}
-
-interface Client {
-  ws: WebSocket
-  /** The next message from the server (parsed). */
-  next(): Promise<any>
-  closed: Promise<{ code: number; reason: string }>
-}
-
-/** A real `ws` client; resolves once the socket is open (or closed right away). */
-function connect(
-  path: string,
-  options: { token?: string; protocols?: string[]; autoPong?: boolean } = {}
-): Promise<Client> {
-  const ws = new WebSocket(wsUrl(path), options.protocols ?? [], {
-    headers: options.token ? { authorization: `Bearer ${options.token}` } : {},
-    autoPong: options.autoPong ?? true,
-  })
-  const queue: any[] = []
-  const waiting: ((message: any) => void)[] = []
-  ws.on('message', (data) => {
-    const message = JSON.parse(String(data))
-    const waiter = waiting.shift()
-    if (waiter) waiter(message)
-    else queue.push(message)
-  })
-  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
-    ws.on('close', (code, reason) => resolve({ code, reason: String(reason) }))
-  )
-  const client: Client = {
-    ws,
-    closed,
-    next: () =>
-      queue.length > 0
-        ? Promise.resolve(queue.shift())
-        : new Promise((resolve) => waiting.push(resolve)),
-  }
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve(client))
-    ws.once('error', reject)
-  })
-}
-
-async function chat(client: Client, message: unknown) {
-  client.ws.send(JSON.stringify({ type: 'chat', payload: { message } }))
-  return client.next()
-}
 
 test.group('WebSocket /agents/:id/ws', (group) => {
   group.teardown(async () => owners.removeAgents())
