@@ -1,4 +1,6 @@
 import { test } from '@japa/runner'
+import type { ApiClient } from '@japa/api-client'
+import type User from '#identity/models/user'
 import db from '@adonisjs/lucid/services/db'
 import WebSocket from 'ws'
 import { chatConfig } from '#config/chat'
@@ -6,8 +8,20 @@ import { chatSocketServer, WS_CLOSE } from '#chat/services/chat_socket_server'
 import quotaService from '#identity/services/quota_service'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { agentOwners } from '#tests/helpers/agents_http'
-import { apiKeyFor, jwtFor, type CreateUserOptions } from '#tests/helpers/identity'
+import {
+  apiKeyFor,
+  createUser,
+  jwtFor,
+  TEST_PASSWORD,
+  type CreateUserOptions,
+} from '#tests/helpers/identity'
+import { ConsoleVisitor } from '#tests/helpers/console'
 import { chatOver as chat, connectChatSocket as connect, wsUrl } from '#tests/helpers/chat_socket'
+
+interface Session {
+  token: string
+  refreshToken: string
+}
 
 const owners = agentOwners({ tier: 'pro', credits: 100 })
 const owner = (options: CreateUserOptions = {}) => owners.create(options)
@@ -203,6 +217,62 @@ test.group('WebSocket limits and revocation', (group) => {
     assert.equal(closed.code, WS_CLOSE.badCredential)
     assert.match(closed.reason, /revoked or has expired/)
   }).timeout(20_000)
+
+  /**
+   * A JWT socket outlives nothing its JWT does not: every way a dashboard
+   * session ends (sign-out, staff disabling the account, a password change)
+   * closes the sockets it opened.
+   */
+  test('a socket opened with a JWT closes with 4401 after {how}')
+    .with([
+      {
+        how: 'the account signs out',
+        end: async (client: ApiClient, session: Session) => {
+          const out = await client.post('/auth/logout').json({ refreshToken: session.refreshToken })
+          out.assertStatus(200)
+        },
+      },
+      {
+        how: 'staff disable the account',
+        end: async (_client: ApiClient, _session: Session, user: User) => {
+          const visitor = await ConsoleVisitor.signedIn(await createUser({ role: 'admin' }))
+          await visitor.get(`/console/accounts/${user.id}`)
+          const disabled = await visitor.post(`/console/accounts/${user.id}/disable`)
+          if (disabled.status !== 302) throw new Error(`disable answered ${disabled.status}`)
+        },
+      },
+      {
+        how: 'a password change',
+        end: async (client: ApiClient, session: Session) => {
+          const changed = await client
+            .post('/auth/password/change')
+            .bearerToken(session.token)
+            .json({ currentPassword: TEST_PASSWORD, newPassword: 'changed-after-socket-1' })
+          changed.assertStatus(200)
+        },
+      },
+    ])
+    .run(async ({ assert, client, cleanup }, row) => {
+      const user = await owner()
+      const agent = await createAgentFor(user)
+      const login = await client
+        .post('/auth/login')
+        .json({ email: user.email, password: TEST_PASSWORD })
+      login.assertStatus(200)
+      const session: Session = login.body().data
+      const socket = await connect(`/agents/${agent.id}/ws`, { token: session.token })
+      cleanup(() => socket.ws.terminate())
+      const open = await client.get('/auth/api-keys').bearerToken(session.token)
+      open.assertStatus(200)
+
+      await row.end(client, session, user)
+
+      const closed = await socket.closed
+      assert.equal(closed.code, WS_CLOSE.badCredential)
+      const after = await client.get('/auth/api-keys').bearerToken(session.token)
+      after.assertStatus(401)
+    })
+    .timeout(30_000)
 
   test('open sockets per account are capped: one more is closed with 4429', async ({ assert }) => {
     const previous = chatConfig.websocket.maxSocketsPerAccount
