@@ -297,6 +297,20 @@ test.group('WebSocket limits and revocation', (group) => {
     }
   })
 
+  test('a frame over the 64 KiB limit closes the socket with 1009, unread', async ({
+    assert,
+    cleanup,
+  }) => {
+    const user = await owner()
+    const agent = await createAgentFor(user)
+    const socket = await connect(`/agents/${agent.id}/ws`, { token: jwtFor(user) })
+    cleanup(() => socket.ws.terminate())
+    const message = 'x'.repeat(chatConfig.websocket.maxPayloadBytes)
+    socket.ws.send(JSON.stringify({ type: 'chat', payload: { message } }))
+    const closed = await socket.closed
+    assert.equal(closed.code, 1009)
+  })
+
   test('a client sending faster than it is answered is closed with 1008, not buffered', async ({
     assert,
   }) => {
