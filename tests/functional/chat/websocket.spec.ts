@@ -16,6 +16,7 @@ import {
   type CreateUserOptions,
 } from '#tests/helpers/identity'
 import { ConsoleVisitor } from '#tests/helpers/console'
+import { JWT_TTL_SECONDS, signJwt } from '#identity/services/jwt'
 import { chatOver as chat, connectChatSocket as connect, wsUrl } from '#tests/helpers/chat_socket'
 
 interface Session {
@@ -273,6 +274,21 @@ test.group('WebSocket limits and revocation', (group) => {
       after.assertStatus(401)
     })
     .timeout(30_000)
+
+  test('a socket opened with a JWT closes with 4401 once the JWT expires', async ({
+    assert,
+    cleanup,
+  }) => {
+    const user = await owner()
+    const agent = await createAgentFor(user)
+    // Issued just under 7 days ago: valid when the socket opens, expired 2 s later.
+    const issued = new Date(Date.now() - (JWT_TTL_SECONDS - 2) * 1000)
+    const { token } = signJwt(user.id, { now: issued, version: user.tokenVersion ?? 0 })
+    const socket = await connect(`/agents/${agent.id}/ws`, { token })
+    cleanup(() => socket.ws.terminate())
+    const closed = await socket.closed
+    assert.equal(closed.code, WS_CLOSE.badCredential)
+  }).timeout(30_000)
 
   test('open sockets per account are capped: one more is closed with 4429', async ({ assert }) => {
     const previous = chatConfig.websocket.maxSocketsPerAccount
