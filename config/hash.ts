@@ -8,7 +8,9 @@ import { defineConfig, drivers } from '@adonisjs/core/hash'
  * runs through a bounded queue (password_hashing.ts), so a burst of
  * sign-ins cannot exhaust memory or the thread pool.
  */
-const cost = Number(process.env.PASSWORD_HASH_COST ?? 131_072)
+export const DEFAULT_PASSWORD_HASH_COST = 2 ** 17
+
+const cost = Number(process.env.PASSWORD_HASH_COST ?? DEFAULT_PASSWORD_HASH_COST)
 
 const hashConfig = defineConfig({
   default: 'scrypt',

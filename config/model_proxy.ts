@@ -44,11 +44,13 @@ export interface ModelProxyConfig {
   /** How long a credit hold may stay unsettled before a job returns it (a crashed request). */
   holdTtlMs: number
   /**
-   * MODEL_ALLOWLIST (comma-separated): the only models requests may name
-   * upstream (plus MODEL_NAME). Empty: any name, charged at its rate or the
-   * default rate.
+   * The models requests may name upstream. MODEL_ALLOWLIST (comma-separated):
+   * those names plus MODEL_NAME. Unset (`null`): MODEL_NAME plus the models
+   * of `rates` (read at request time), so no name the rate table does not
+   * price is ever forwarded at the default rate. `*`: any name (`['*']`),
+   * charged at its rate or the default rate.
    */
-  modelAllowlist: string[]
+  modelAllowlist: string[] | null
   rates: Record<string, ModelRate>
   defaultRate: ModelRate
 }
@@ -71,10 +73,10 @@ export const modelProxyConfig: ModelProxyConfig = {
       .split(',')
       .map((name) => name.trim())
       .filter(Boolean)
+    if (listed.length === 0) return null
+    if (listed.includes('*')) return ['*']
     const fallback = env.get('MODEL_NAME')
-    return listed.length > 0 && fallback && !listed.includes(fallback)
-      ? [...listed, fallback]
-      : listed
+    return fallback && !listed.includes(fallback) ? [...listed, fallback] : listed
   })(),
   // 1 AI Credit is about 0.0012 USD (the 25,000-credit pack costs 30 USD).
   rates: {

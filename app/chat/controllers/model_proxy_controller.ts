@@ -9,7 +9,7 @@ import {
 import { mapError } from '#core/http/error_envelope'
 import { agentForProxyToken } from '#agents/services/agent_tokens'
 import { bearerFromHeader } from '#identity/services/token_authenticator'
-import { hostedCompletion, openHostedStream } from '#chat/services/model_proxy'
+import { hostedCompletion, isModelOffered, openHostedStream } from '#chat/services/model_proxy'
 import { localDevModelEntry } from '#chat/services/local_dev_model'
 import { upstreamRequest } from '#chat/services/upstream_http'
 import { chatConfig } from '#config/chat'
@@ -95,7 +95,7 @@ export default class ModelProxyController {
   /**
    * @models
    * @summary Model proxy: models (OpenAI-compatible)
-   * @description The upstream's models plus the built-in `local-dev`; only `local-dev` without MODEL_API_URL.
+   * @description The upstream's models that requests may name (MODEL_ALLOWLIST, by default MODEL_NAME and the models of the rate table) plus the built-in `local-dev`; only `local-dev` without MODEL_API_URL.
    * @responseBody 200 - {"object":"list","data":[{"id":"local-dev","object":"model","created":0,"owned_by":"agent-host"}]}
    */
   async models(ctx: HttpContext) {
@@ -109,7 +109,14 @@ export default class ModelProxyController {
           timeoutMs: 10_000,
         })
         const listed = await response.json()
-        if (response.status === 200 && Array.isArray(listed?.data)) data.push(...listed.data)
+        if (response.status === 200 && Array.isArray(listed?.data)) {
+          // Only what a request may name: the rest would be refused with 400.
+          data.push(
+            ...listed.data.filter(
+              (entry: any) => typeof entry?.id === 'string' && isModelOffered(entry.id)
+            )
+          )
+        }
       } catch (error) {
         logger.warn({ err: error }, 'model proxy: the upstream model list is unavailable')
       }

@@ -43,7 +43,38 @@ export interface HostedOptions {
 /** The upstream sent an error inside a stream, or a stream broke off. */
 export class UpstreamStreamError extends ServiceUnavailableException {}
 
-/** The model a request is answered by (`local-dev` without an upstream). */
+/**
+ * Whether requests may name this model upstream (`modelAllowlist` in
+ * config/model_proxy.ts). Without MODEL_ALLOWLIST: MODEL_NAME, and a model
+ * of the rate table by its own name, with a `vendor/` prefix or as a dated
+ * snapshot (`gpt-4o-mini`, `openai/gpt-4o-mini`, `gpt-4o-mini-2024-07-18`),
+ * never a longer name that merely starts like one (`gpt-5-pro` is not
+ * `gpt-5`: it costs several times more).
+ */
+export function isModelOffered(model: string): boolean {
+  const { modelAllowlist, upstream, rates } = modelProxyConfig
+  if (modelAllowlist) return modelAllowlist.includes('*') || modelAllowlist.includes(model)
+  if (model === upstream.defaultModel) return true
+  const name = model.toLowerCase()
+  const bare = name.slice(name.lastIndexOf('/') + 1)
+  const snapshot = bare.replace(/-(\d{4}-\d{2}-\d{2}|\d{8})$/, '')
+  return Object.hasOwn(rates, name) || Object.hasOwn(rates, bare) || Object.hasOwn(rates, snapshot)
+}
+
+/** The model names a refusal suggests. */
+function offeredModelNames(): string[] {
+  const { modelAllowlist, upstream, rates } = modelProxyConfig
+  const names = modelAllowlist ?? [
+    ...(upstream.defaultModel ? [upstream.defaultModel] : []),
+    ...Object.keys(rates),
+  ]
+  return [...new Set(names)]
+}
+
+/**
+ * The model a request is answered by (`local-dev` without an upstream).
+ * A model that is not offered is refused here, before any credits are held.
+ */
 export function resolveHostedModel(requested: unknown): { model: string; local: boolean } {
   const upstream = modelProxyConfig.upstream
   if (!upstream.url) return { model: LOCAL_DEV_MODEL, local: true }
@@ -51,7 +82,12 @@ export function resolveHostedModel(requested: unknown): { model: string; local: 
   if (named === LOCAL_DEV_MODEL) return { model: LOCAL_DEV_MODEL, local: true }
   const model = named ?? upstream.defaultModel
   if (!model) {
-    throw new ValidationException('No model named: send "model" (MODEL_NAME is not set)')
+    throw new ValidationException('model: none named, and MODEL_NAME is not set')
+  }
+  if (!isModelOffered(model)) {
+    throw new ValidationException(
+      `model: "${model.slice(0, 100)}" is not offered here; use one of: ${offeredModelNames().join(', ')}`
+    )
   }
   return { model, local: false }
 }
@@ -124,12 +160,6 @@ function upstreamBody(
 ): Record<string, any> {
   if (body.n !== undefined && body.n !== null && Number(body.n) !== 1) {
     throw new ValidationException('"n" must be 1: one completion per request')
-  }
-  const allowlist = modelProxyConfig.modelAllowlist
-  if (allowlist.length > 0 && !allowlist.includes(model)) {
-    throw new ValidationException(
-      `The model "${model}" is not offered; use one of: ${allowlist.join(', ')}`
-    )
   }
   const request: Record<string, any> = { model }
   for (const field of FORWARDED_FIELDS) if (body[field] !== undefined) request[field] = body[field]

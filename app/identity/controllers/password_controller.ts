@@ -12,7 +12,7 @@ export default class PasswordController {
   /**
    * @change
    * @summary Change the password
-   * @description JWT. The current password proves it (400 naming currentPassword when wrong). Every session of the account ends (JWTs and refresh tokens); the answer is a new session for this client. API keys keep working.
+   * @description JWT. The current password proves it (400 naming currentPassword when wrong). Every session of the account ends (JWTs and refresh tokens); the answer is a new session for this client. API keys keep working (a reset by mail revokes them).
    * @requestBody {"currentPassword":"old-password","newPassword":"a-new-password"}
    * @responseBody 200 - {"success":true,"data":{"token":"eyJ...","refreshToken":"hrt_...","expiresIn":"7d"}}
    */
@@ -39,7 +39,7 @@ export default class PasswordController {
   /**
    * @reset
    * @summary Choose a new password with a reset link's token
-   * @description 400 naming token for an invalid, used or expired link. Every session of the account ends.
+   * @description 400 naming token for an invalid, used or expired link. Every session of the account ends and every API key of the account is revoked (the password may have been stolen).
    * @requestBody {"token":"...","password":"a-new-password"}
    * @responseBody 200 - {"success":true,"data":{"reset":true}}
    */

@@ -1,4 +1,5 @@
 import type { AccessToken } from '@adonisjs/auth/access_tokens'
+import db from '@adonisjs/lucid/services/db'
 import {
   EmailNotVerifiedException,
   NotFoundException,
@@ -72,6 +73,22 @@ export async function revokeApiKey(user: User, id: string): Promise<void> {
   const deleted = isUuid(id) ? await User.apiKeys.delete(user, id) : 0
   if (!deleted) throw new NotFoundException('API key not found')
   authCache.forgetApiKey(id)
+}
+
+/**
+ * Every key of the account stops working with the next request (a
+ * password reset: keys made with a stolen password must die). Answers how
+ * many there were.
+ */
+export async function revokeAllApiKeys(userId: string): Promise<number> {
+  const deleted: { id: string }[] = await db
+    .from('api_keys')
+    .where('tokenable_id', userId)
+    .delete()
+    .returning('id')
+  // The delete trigger tells every instance; this one forgets at once.
+  for (const row of deleted) authCache.forgetApiKey(String(row.id))
+  return deleted.length
 }
 
 /** Issues a key without the HTTP checks (test helpers, seeding). */

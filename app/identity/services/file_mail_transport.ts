@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { mkdir, rename, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, rename, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import nodemailer from 'nodemailer'
 import { MailResponse } from '@adonisjs/mail'
@@ -63,6 +63,8 @@ export class FileMailTransport implements MailTransportContract {
     }
 
     await mkdir(this.directory, { recursive: true, mode: 0o700 })
+    // mkdir's mode applies only when it creates the folder: one left open by an older version is closed too.
+    await chmod(this.directory, 0o700)
     await writeWhole(join(this.directory, `${base}.eml`), info.message as Buffer)
     await writeWhole(join(this.directory, `${base}.json`), JSON.stringify(stored, null, 2))
 

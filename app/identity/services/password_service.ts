@@ -10,12 +10,15 @@ import { passwordResetMail } from '#identity/mails/account_mails'
 import { normalizeEmail } from '#identity/services/account_service'
 import { sendMailInBackground } from '#identity/services/mailer'
 import { randomToken, sha256 } from '#identity/services/secure_tokens'
+import { revokeAllApiKeys } from '#identity/services/api_key_service'
 import { endJwts, issueSession } from '#identity/services/session_service'
 
 /**
  * Password change and reset (docs/accounts.md). Both end every session of
- * the account: refresh tokens revoked, JWTs refused (token version);
- * API keys keep working (they are separate credentials the owner manages).
+ * the account: refresh tokens revoked, JWTs refused (token version). A
+ * reset also revokes every API key: it means the password may have been
+ * stolen, and keys made with it must die. A change keeps the keys: its
+ * caller proved the current password and is signed in to review them.
  */
 const RESET_TTL_MINUTES = 30
 const RESET_MAILS_PER_ADDRESS = 3
@@ -98,4 +101,5 @@ export async function resetPassword(token: string, password: string): Promise<vo
     .whereNull('used_at')
     .update({ used_at: new Date() })
   await endSessions(user)
+  await revokeAllApiKeys(user.id)
 }

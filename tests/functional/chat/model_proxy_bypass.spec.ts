@@ -3,12 +3,16 @@ import { modelProxyConfig } from '#config/model_proxy'
 import { proxyTokenOf } from '#agents/services/agent_tokens'
 import Agent from '#agents/models/agent'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
-import { createUser, creditsOf } from '#tests/helpers/identity'
+import { createUser, creditsOf, jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 import { startModelUpstream, useUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
 
 /** 1 credit per input token, 2 per output token. */
 const METERED = { 'metered-model': { input: 1_000_000, output: 2_000_000 } }
+
+function models(token: string) {
+  return fetch(`${baseUrl()}/v1/models`, { headers: { authorization: `Bearer ${token}` } })
+}
 
 function completions(token: string, body: Record<string, unknown>) {
   return fetch(`${baseUrl()}/v1/chat/completions`, {
@@ -111,6 +115,84 @@ test.group('Model proxy: no request costs more than its hold', (group) => {
     }
   })
 
+  test('without MODEL_ALLOWLIST only MODEL_NAME and the rate table reach the provider; other names are 400 naming model', async ({
+    assert,
+  }) => {
+    const previous = modelProxyConfig.modelAllowlist
+    modelProxyConfig.modelAllowlist = null // MODEL_ALLOWLIST unset: the default
+    try {
+      const owner = await createUser({ credits: 10_000 })
+      const token = proxyTokenOf(await createAgentFor(owner))
+      const messages = [{ role: 'user', content: 'hi' }]
+      // Unpriced names would be charged the default rate; a longer name that merely starts
+      // like a priced one (gpt-5-pro is not gpt-5) would be charged the cheaper rate.
+      for (const model of ['unpriced-model', 'gpt-5-pro', 'vendor/unpriced-model']) {
+        for (const stream of [false, true]) {
+          const refused = await completions(token, { model, messages, stream })
+          assert.equal(refused.status, 400, `${model} (stream: ${stream})`)
+          const body: any = await refused.json()
+          assert.equal(body.code, 'VALIDATION_ERROR')
+          assert.match(body.error, /^model: /)
+          assert.include(body.error, 'metered-model', 'the answer names what is offered')
+        }
+      }
+      assert.lengthOf(upstream.requests, 0, 'nothing reached the provider')
+      assert.equal(await creditsOf(owner), 10_000, 'nothing was held or charged')
+
+      // MODEL_NAME (named or by default) and the rate table's models, with a vendor
+      // prefix or as a dated snapshot, are forwarded.
+      const offered = [
+        'metered-model',
+        'stand-in-model',
+        undefined,
+        'openai/gpt-4o-mini',
+        'gpt-4o-mini-2024-07-18',
+      ]
+      for (const model of offered) {
+        const answer = await completions(token, { model, messages })
+        assert.equal(answer.status, 200, String(model))
+      }
+      assert.deepEqual(
+        upstream.requests.map((request) => request.body.model),
+        [
+          'metered-model',
+          'stand-in-model',
+          'stand-in-model',
+          'openai/gpt-4o-mini',
+          'gpt-4o-mini-2024-07-18',
+        ]
+      )
+
+      // The model list shows only what a request may name.
+      upstream.set({ model: 'unpriced-model' })
+      const listing = await models(token)
+      const listed: any = await listing.json()
+      assert.deepEqual(
+        listed.data.map((entry: any) => entry.id),
+        ['stand-in-model', 'local-dev']
+      )
+    } finally {
+      modelProxyConfig.modelAllowlist = previous
+    }
+  })
+
+  test('MODEL_ALLOWLIST=* forwards any name (charged at the default rate)', async ({ assert }) => {
+    const previous = modelProxyConfig.modelAllowlist
+    modelProxyConfig.modelAllowlist = ['*']
+    try {
+      const owner = await createUser({ credits: 100_000 })
+      const token = proxyTokenOf(await createAgentFor(owner))
+      const answer = await completions(token, {
+        model: 'unpriced-model',
+        messages: [{ role: 'user', content: 'hi' }],
+      })
+      assert.equal(answer.status, 200)
+      assert.equal(upstream.requests[0].body.model, 'unpriced-model')
+    } finally {
+      modelProxyConfig.modelAllowlist = previous
+    }
+  })
+
   test('the proxy token of a stopped agent is refused', async ({ assert }) => {
     const owner = await createUser({ credits: 10_000 })
     const agent = await createAgentFor(owner)
@@ -120,6 +202,24 @@ test.group('Model proxy: no request costs more than its hold', (group) => {
     })
     assert.equal(answer.status, 409)
     assert.equal(((await answer.json()) as any).code, 'AGENT_NOT_RUNNING')
+    assert.lengthOf(upstream.requests, 0)
+  })
+
+  test('the proxy token of a deleted agent is refused with 401', async ({ assert, client }) => {
+    const owner = await createUser({ credits: 10_000 })
+    const agent = await createAgentFor(owner)
+    const token = proxyTokenOf(agent)
+    const before = await completions(token, { messages: [{ role: 'user', content: 'hi' }] })
+    assert.equal(before.status, 200)
+    upstream.reset()
+
+    const deleted = await client.delete(`/agents/${agent.id}`).bearerToken(jwtFor(owner))
+    assert.isBelow(deleted.status(), 300)
+    const after = await completions(token, { messages: [{ role: 'user', content: 'hi' }] })
+    assert.equal(after.status, 401)
+    assert.equal(((await after.json()) as any).code, 'AUTH_REQUIRED')
+    const listing = await models(token)
+    assert.equal(listing.status, 401)
     assert.lengthOf(upstream.requests, 0)
   })
 })

@@ -1,4 +1,6 @@
 import { test } from '@japa/runner'
+import type { ApiClient } from '@japa/api-client'
+import type User from '#identity/models/user'
 import db from '@adonisjs/lucid/services/db'
 import WebSocket from 'ws'
 import { chatConfig } from '#config/chat'
@@ -6,61 +8,24 @@ import { chatSocketServer, WS_CLOSE } from '#chat/services/chat_socket_server'
 import quotaService from '#identity/services/quota_service'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { agentOwners } from '#tests/helpers/agents_http'
-import { apiKeyFor, jwtFor, type CreateUserOptions } from '#tests/helpers/identity'
-import { baseUrl } from '#tests/helpers/http'
+import {
+  apiKeyFor,
+  createUser,
+  jwtFor,
+  TEST_PASSWORD,
+  type CreateUserOptions,
+} from '#tests/helpers/identity'
+import { ConsoleVisitor } from '#tests/helpers/console'
+import { JWT_TTL_SECONDS, signJwt } from '#identity/services/jwt'
+import { chatOver as chat, connectChatSocket as connect, wsUrl } from '#tests/helpers/chat_socket'
+
+interface Session {
+  token: string
+  refreshToken: string
+}
 
 const owners = agentOwners({ tier: 'pro', credits: 100 })
 const owner = (options: CreateUserOptions = {}) => owners.create(options)
-
-function wsUrl(path: string): string {
-  return `${baseUrl().replace(/^http/, 'ws')}${path}`
-}
-
-interface Client {
-  ws: WebSocket
-  /** The next message from the server (parsed). */
-  next(): Promise<any>
-  closed: Promise<{ code: number; reason: string }>
-}
-
-/** A real `ws` client; resolves once the socket is open (or closed right away). */
-function connect(
-  path: string,
-  options: { token?: string; protocols?: string[]; autoPong?: boolean } = {}
-): Promise<Client> {
-  const ws = new WebSocket(wsUrl(path), options.protocols ?? [], {
-    headers: options.token ? { authorization: `Bearer ${options.token}` } : {},
-    autoPong: options.autoPong ?? true,
-  })
-  const queue: any[] = []
-  const waiting: ((message: any) => void)[] = []
-  ws.on('message', (data) => {
-    const message = JSON.parse(String(data))
-    const waiter = waiting.shift()
-    if (waiter) waiter(message)
-    else queue.push(message)
-  })
-  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
-    ws.on('close', (code, reason) => resolve({ code, reason: String(reason) }))
-  )
-  const client: Client = {
-    ws,
-    closed,
-    next: () =>
-      queue.length > 0
-        ? Promise.resolve(queue.shift())
-        : new Promise((resolve) => waiting.push(resolve)),
-  }
-  return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve(client))
-    ws.once('error', reject)
-  })
-}
-
-async function chat(client: Client, message: unknown) {
-  client.ws.send(JSON.stringify({ type: 'chat', payload: { message } }))
-  return client.next()
-}
 
 test.group('WebSocket /agents/:id/ws', (group) => {
   group.teardown(async () => owners.removeAgents())
@@ -254,6 +219,77 @@ test.group('WebSocket limits and revocation', (group) => {
     assert.match(closed.reason, /revoked or has expired/)
   }).timeout(20_000)
 
+  /**
+   * A JWT socket outlives nothing its JWT does not: every way a dashboard
+   * session ends (sign-out, staff disabling the account, a password change)
+   * closes the sockets it opened.
+   */
+  test('a socket opened with a JWT closes with 4401 after {how}')
+    .with([
+      {
+        how: 'the account signs out',
+        end: async (client: ApiClient, session: Session) => {
+          const out = await client.post('/auth/logout').json({ refreshToken: session.refreshToken })
+          out.assertStatus(200)
+        },
+      },
+      {
+        how: 'staff disable the account',
+        end: async (_client: ApiClient, _session: Session, user: User) => {
+          const visitor = await ConsoleVisitor.signedIn(await createUser({ role: 'admin' }))
+          await visitor.get(`/console/accounts/${user.id}`)
+          const disabled = await visitor.post(`/console/accounts/${user.id}/disable`)
+          if (disabled.status !== 302) throw new Error(`disable answered ${disabled.status}`)
+        },
+      },
+      {
+        how: 'a password change',
+        end: async (client: ApiClient, session: Session) => {
+          const changed = await client
+            .post('/auth/password/change')
+            .bearerToken(session.token)
+            .json({ currentPassword: TEST_PASSWORD, newPassword: 'changed-after-socket-1' })
+          changed.assertStatus(200)
+        },
+      },
+    ])
+    .run(async ({ assert, client, cleanup }, row) => {
+      const user = await owner()
+      const agent = await createAgentFor(user)
+      const login = await client
+        .post('/auth/login')
+        .json({ email: user.email, password: TEST_PASSWORD })
+      login.assertStatus(200)
+      const session: Session = login.body().data
+      const socket = await connect(`/agents/${agent.id}/ws`, { token: session.token })
+      cleanup(() => socket.ws.terminate())
+      const open = await client.get('/auth/api-keys').bearerToken(session.token)
+      open.assertStatus(200)
+
+      await row.end(client, session, user)
+
+      const closed = await socket.closed
+      assert.equal(closed.code, WS_CLOSE.badCredential)
+      const after = await client.get('/auth/api-keys').bearerToken(session.token)
+      after.assertStatus(401)
+    })
+    .timeout(30_000)
+
+  test('a socket opened with a JWT closes with 4401 once the JWT expires', async ({
+    assert,
+    cleanup,
+  }) => {
+    const user = await owner()
+    const agent = await createAgentFor(user)
+    // Issued just under 7 days ago: valid when the socket opens, expired 2 s later.
+    const issued = new Date(Date.now() - (JWT_TTL_SECONDS - 2) * 1000)
+    const { token } = signJwt(user.id, { now: issued, version: user.tokenVersion ?? 0 })
+    const socket = await connect(`/agents/${agent.id}/ws`, { token })
+    cleanup(() => socket.ws.terminate())
+    const closed = await socket.closed
+    assert.equal(closed.code, WS_CLOSE.badCredential)
+  }).timeout(30_000)
+
   test('open sockets per account are capped: one more is closed with 4429', async ({ assert }) => {
     const previous = chatConfig.websocket.maxSocketsPerAccount
     chatConfig.websocket.maxSocketsPerAccount = 2
@@ -275,6 +311,20 @@ test.group('WebSocket limits and revocation', (group) => {
     } finally {
       chatConfig.websocket.maxSocketsPerAccount = previous
     }
+  })
+
+  test('a frame over the 64 KiB limit closes the socket with 1009, unread', async ({
+    assert,
+    cleanup,
+  }) => {
+    const user = await owner()
+    const agent = await createAgentFor(user)
+    const socket = await connect(`/agents/${agent.id}/ws`, { token: jwtFor(user) })
+    cleanup(() => socket.ws.terminate())
+    const message = 'x'.repeat(chatConfig.websocket.maxPayloadBytes)
+    socket.ws.send(JSON.stringify({ type: 'chat', payload: { message } }))
+    const closed = await socket.closed
+    assert.equal(closed.code, 1009)
   })
 
   test('a client sending faster than it is answered is closed with 1008, not buffered', async ({

@@ -1,8 +1,14 @@
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
-import { createUser, TEST_PASSWORD } from '#tests/helpers/identity'
+import { WS_CLOSE } from '#chat/services/chat_socket_server'
+import { createAgentFor } from '#tests/helpers/agents_fixture'
+import { agentOwners } from '#tests/helpers/agents_http'
+import { connectChatSocket } from '#tests/helpers/chat_socket'
+import { apiKeyFor, createUser, TEST_PASSWORD } from '#tests/helpers/identity'
 import { waitForMail } from '#tests/helpers/mail'
 import type { StoredMail } from '#identity/services/file_mail_transport'
+
+const owners = agentOwners()
 
 async function signIn(client: any, email: string, password: string) {
   return client.post('/auth/login').json({ email, password })
@@ -14,12 +20,15 @@ function resetTokenIn(mail: StoredMail): string {
   return link[1]
 }
 
-test.group('Password change and reset', () => {
+test.group('Password change and reset', (group) => {
+  group.teardown(async () => owners.removeAgents())
+
   test('change: the current password proves it; old JWTs end; the new password signs in', async ({
     client,
     assert,
   }) => {
     const user = await createUser()
+    const key = await apiKeyFor(user)
     const signedIn = await signIn(client, user.email, TEST_PASSWORD)
     const session = signedIn.body().data
     const wrong = await client
@@ -43,6 +52,9 @@ test.group('Password change and reset', () => {
     oldPassword.assertStatus(401)
     const newPassword = await signIn(client, user.email, 'brand-new-pass-1')
     newPassword.assertStatus(200)
+    // A voluntary change keeps the API keys (docs/accounts.md); a reset by mail revokes them.
+    const keyAfter = await client.get('/api/v1/me').bearerToken(key)
+    keyAfter.assertStatus(200)
   })
 
   test('reset by mail: neutral answer, a single-use link stored hashed, every session ends', async ({
@@ -82,4 +94,41 @@ test.group('Password change and reset', () => {
     const after = await signIn(client, user.email, 'after-reset-pass-2')
     after.assertStatus(200)
   })
+
+  test('reset by mail revokes every API key: an old key gets 401, an open WebSocket on it closes with 4401', async ({
+    client,
+    assert,
+    cleanup,
+  }) => {
+    const user = await owners.create()
+    const agent = await createAgentFor(user)
+    // Made by whoever knew the password before the reset (the thief, maybe).
+    const key = await apiKeyFor(user, 'made with a stolen password')
+    const before = await client.get('/api/v1/me').bearerToken(key)
+    before.assertStatus(200)
+    const socket = await connectChatSocket(`/agents/${agent.id}/ws`, { token: key })
+    cleanup(() => socket.ws.terminate())
+
+    await client.post('/auth/password/forgot').json({ email: user.email })
+    const token = resetTokenIn(await waitForMail(user.email, { subject: /reset/i }))
+    const reset = await client
+      .post('/auth/password/reset')
+      .json({ token, password: 'after-reset-pass-4' })
+    reset.assertStatus(200)
+
+    const after = await client.get('/api/v1/me').bearerToken(key)
+    after.assertStatus(401)
+    assert.equal(after.body().code, 'AUTH_REQUIRED')
+    const keys = await db.from('api_keys').where('tokenable_id', user.id)
+    assert.lengthOf(keys, 0)
+    const closed = await socket.closed
+    assert.equal(closed.code, WS_CLOSE.badCredential)
+
+    // The owner signs in with the new password and makes new keys.
+    const signedIn = await signIn(client, user.email, 'after-reset-pass-4')
+    signedIn.assertStatus(200)
+    const fresh = await apiKeyFor(user)
+    const works = await client.get('/api/v1/me').bearerToken(fresh)
+    works.assertStatus(200)
+  }).timeout(30_000)
 })

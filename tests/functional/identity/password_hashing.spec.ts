@@ -2,6 +2,7 @@ import { test } from '@japa/runner'
 import { Scrypt } from '@adonisjs/core/hash/drivers/scrypt'
 import hash from '@adonisjs/core/services/hash'
 import db from '@adonisjs/lucid/services/db'
+import { DEFAULT_PASSWORD_HASH_COST } from '#config/hash'
 import { hashingLimits } from '#identity/services/password_hashing'
 import { createUser, TEST_PASSWORD } from '#tests/helpers/identity'
 
@@ -11,6 +12,14 @@ function costOf(phc: string): number {
 }
 
 test.group('Password hashing: cost, rehash on sign-in, bounded queue', () => {
+  test("without PASSWORD_HASH_COST, scrypt runs at OWASP's cost (N=2^17, r=8, p=1), not 2^14", ({
+    assert,
+  }) => {
+    // The test run lowers it (bin/test.ts) only to stay fast; a hash made at any other cost
+    // is redone at the configured one (next test).
+    assert.equal(DEFAULT_PASSWORD_HASH_COST, 131_072)
+  })
+
   test('a hash made at an older cost is redone at the configured cost when its owner signs in', async ({
     client,
     assert,

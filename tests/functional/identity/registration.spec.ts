@@ -1,10 +1,13 @@
+import { chmod, mkdir, readdir, stat } from 'node:fs/promises'
+import { extname, join } from 'node:path'
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
 import env from '#start/env'
 import { tiers } from '#config/plans'
 import User from '#identity/models/user'
 import { createUser, TEST_PASSWORD, uniqueEmail, uniqueUsername } from '#tests/helpers/identity'
-import { linkIn, mailsTo, waitForMail } from '#tests/helpers/mail'
+import { linkIn, mailDir, mailsTo, waitForMail } from '#tests/helpers/mail'
+import { mailFileTag } from '#identity/services/file_mail_transport'
 
 const PASSWORD = 'a-long-enough-password'
 
@@ -88,6 +91,30 @@ test.group('Registration and e-mail verification', () => {
       notes.body().data.notifications.map((n: any) => n.type),
       ['welcome']
     )
+  })
+
+  test('mail files holding live links are 0600, in a 0700 folder', async ({ client, assert }) => {
+    const dir = mailDir()
+    await mkdir(dir, { recursive: true })
+    // As an older version (or a hand-made folder) may have left it: readable by everyone.
+    await chmod(dir, 0o755)
+    const email = uniqueEmail('modes')
+    await registerAndGetLink(client, email)
+
+    const tag = mailFileTag(email)
+    const listed = await readdir(dir)
+    const files = listed.filter((file) => file.includes(`-${tag}.`))
+    assert.sameMembers(
+      files.map((file) => extname(file)),
+      ['.eml', '.json'],
+      'the mail whole, no .partial left behind'
+    )
+    for (const file of files) {
+      const { mode } = await stat(join(dir, file))
+      assert.equal((mode & 0o777).toString(8), '600', `${file} is 0600`)
+    }
+    const folder = await stat(dir)
+    assert.equal((folder.mode & 0o777).toString(8), '700', 'the mail folder is 0700')
   })
 
   test('the verification link works once; following it again changes nothing', async ({
