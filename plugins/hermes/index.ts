@@ -7,6 +7,7 @@ import {
   type RenderedFile,
 } from '#plugins/types'
 import {
+  agentsMarkdown,
   markdownMemory,
   modelRoute,
   soulMarkdown,
@@ -95,6 +96,16 @@ export default definePlugin<FrameworkPlugin>({
       { root: 'state', path: 'config.yaml', content: toYaml(renderHermesConfig(context)) },
       { root: 'state', path: '.env', content: dotenv(apiServerEnv(context)), mode: 0o600 },
       { root: 'state', path: 'SOUL.md', content: soulMarkdown(context.config) },
+      // Hermes' gateway reads the project context of its working directory (terminal.cwd, the
+      // workspace): .hermes.md, else AGENTS.md (agent/prompt_builder.py).
+      {
+        root: 'workspace',
+        path: 'AGENTS.md',
+        content: agentsMarkdown(
+          context.config,
+          'Keep durable facts with your memory tool; it keeps them in memories/MEMORY.md and USER.md.'
+        ),
+      },
       { root: 'state', path: 'memories/MEMORY.md', content: '', onlyIfMissing: true },
       { root: 'state', path: 'memories/USER.md', content: '', onlyIfMissing: true },
     ]
