@@ -224,9 +224,10 @@ test.group('Framework plugins / hermes', () => {
     assert.isTrue(byPath['state:memories/MEMORY.md'].onlyIfMissing)
     assert.include(byPath['state:SOUL.md'].content, 'You love kites.')
     assert.include(byPath['workspace:AGENTS.md'].content, 'Answer in haiku only.')
-    const openclawAgents = (
-      await openclaw.renderFiles(processContext({ instructions: 'Answer in haiku only.' }))
-    ).find((file) => file.path === 'AGENTS.md')!
+    const openclawFiles = await openclaw.renderFiles(
+      processContext({ instructions: 'Answer in haiku only.' })
+    )
+    const openclawAgents = openclawFiles.find((file) => file.path === 'AGENTS.md')!
     assert.include(
       openclawAgents.content,
       '## Instructions from your owner\n\nAnswer in haiku only.'
