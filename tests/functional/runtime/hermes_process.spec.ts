@@ -3,7 +3,9 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
 import app from '@adonisjs/core/services/app'
+import { storageDir } from '#core/bootstrap/paths'
 import { agentPaths } from '#runtime/agent_paths'
+import { agentUid } from '#runtime/process/sandbox'
 import { isAlive } from '#runtime/process/proc_stats'
 import { readRecord } from '#runtime/process/process_record'
 import type { AgentRuntimeSpec } from '#runtime/types'
@@ -16,8 +18,9 @@ import { processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/run
  * use (about 35 s here, then cached under storage/runtime/python), its
  * gateway boots in the sandbox with the rendered HERMES_HOME, and chats go
  * through the model route the agent was given (here a local stand-in that
- * speaks the OpenAI wire format), carrying its soul, an installed skill and
- * its memory.
+ * speaks the OpenAI wire format), carrying its soul, the owner's
+ * instructions, an installed skill and its memory. Its terminal tool runs
+ * in the agent's sandbox.
  */
 test.group('Runtime / real Hermes Agent through the process driver', (group) => {
   let harness: RuntimeHarness
@@ -38,7 +41,10 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     const spec: AgentRuntimeSpec = {
       agentId,
       framework: 'hermes',
-      config: { personality: 'You are Kestrel, a patient falconer.' },
+      config: {
+        personality: 'You are Kestrel, a patient falconer.',
+        instructions: 'Always end with the word Skyward.',
+      },
       modelProxy: {
         baseUrl: upstream.baseUrl,
         token: 'proxy-token-hermes-real',
@@ -71,6 +77,8 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     assert.equal(modelCall!.body.model, 'stand-in')
     const system = modelCall!.body.messages.find((message: any) => message.role === 'system')
     assert.include(system.content, 'You are Kestrel, a patient falconer.')
+    // The owner's instructions, from AGENTS.md in its working directory.
+    assert.include(system.content, 'Always end with the word Skyward.')
     // Hermes lists the installed skill in its skills index for the model.
     assert.include(system.content, '<available_skills>')
     assert.match(system.content, /- translation: Translate text between languages/)
@@ -118,6 +126,34 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
       await readFile(join(memories, 'MEMORY.md'), 'utf8'),
       'The owner flies a red kite.'
     )
+
+    // Isolation: Hermes' terminal tool runs in the agent's sandbox, as its own user, and cannot
+    // read the service's secrets (APP_KEY, readable by the service itself).
+    const appKeyFile = join(storageDir(app.appRoot), 'app_key')
+    const appKeyText = await readFile(appKeyFile, 'utf8')
+    const appKey = appKeyText.trim()
+    upstream.set({
+      toolCall: (body) =>
+        JSON.stringify(body.messages.at(-1)).includes('Who runs your shell?')
+          ? { name: 'terminal', arguments: { command: `id -u; cat ${appKeyFile}` } }
+          : undefined,
+    })
+    const shell = await harness.runtime.chat(agentId, {
+      conversationId: 'c-terminal',
+      messages: [{ role: 'user', content: 'Who runs your shell?' }],
+    })
+    upstream.set({ toolCall: undefined })
+    assert.equal(shell.content, 'Kestrel here, wings ready.', 'answered after the tool ran')
+    const terminalResult = upstream.requests
+      .filter((r) => r.path === '/v1/chat/completions')
+      .at(-1)!
+      .body.messages.find((m: any) => m.role === 'tool')
+    assert.exists(terminalResult, 'the terminal result went back to the model')
+    const output = JSON.parse(terminalResult.content).output as string
+    const uid = process.getuid?.() === 0 ? agentUid(agentId) : process.getuid?.()
+    assert.match(output, new RegExp(`^${uid}$`, 'm'), `its own uid: ${output}`)
+    assert.match(output, /No such file or directory|Permission denied/, output)
+    assert.notInclude(terminalResult.content, appKey)
 
     // Read back through the runtime, and kept across a restart.
     await harness.runtime.restart(spec)
