@@ -34,7 +34,7 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     }
   })
 
-  test('installs on first use, boots, answers through its model route with its soul and skill, streams, keeps memory across a restart, and survives a crash', async ({
+  test('installs on first use, boots, answers through its model route with its soul, instructions and skill, streams, runs its terminal tool confined, keeps memory across a restart, and survives a crash', async ({
     assert,
   }) => {
     const agentId = randomUUID()
