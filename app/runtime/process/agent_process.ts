@@ -242,6 +242,7 @@ export class AgentProcess {
   #onExit(generation: number, reason: string) {
     if (generation !== this.#generation) return
     const startedAt = this.record ? Date.parse(this.record.startedAt) : Date.now()
+    const leader = this.#child?.pid
     this.#child = undefined
     this.record = undefined
     void deleteRecord(this.paths.recordFile)
@@ -253,6 +254,10 @@ export class AgentProcess {
       this.#stopPolling()
       return
     }
+    // A crash takes the run's whole process group with its leader, as a container's processes
+    // go with it: a framework whose sandbox wrapper died, or what its tools started, must not
+    // outlive it (holding the port, running twice after the restart). A stop has its own grace.
+    if (leader) signalTree(leader, [], 'SIGKILL')
 
     this.lastError = reason
     this.logFile.note(`process ${reason}`)

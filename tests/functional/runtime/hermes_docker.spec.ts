@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
@@ -13,7 +13,7 @@ import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { baseUrl } from '#tests/helpers/http'
 import { createUser, creditsOf } from '#tests/helpers/identity'
 import { startModelUpstream, useUpstream } from '#tests/helpers/model_upstream'
-import { sharedCacheDir, testRegistry, waitFor } from '#tests/helpers/runtime'
+import { childPids, sharedCacheDir, testRegistry, waitFor } from '#tests/helpers/runtime'
 
 /**
  * The real Hermes Agent in a container on a real Docker engine, from an
@@ -126,10 +126,7 @@ test.group('Runtime / real Hermes Agent in a Docker container', () => {
         const container = new Docker().getContainer(dockerNames(agent.id).container)
         const running = await container.inspect()
         const initPid = running.State.Pid
-        const gatewayPids = await readFile(
-          `/proc/${initPid}/task/${initPid}/children`,
-          'utf8'
-        ).then((text) => text.trim().split(/\s+/).filter(Boolean).map(Number))
+        const gatewayPids = await childPids(initPid)
         assert.isNotEmpty(gatewayPids, 'the gateway runs under docker-init')
         for (const pid of gatewayPids) process.kill(pid, 'SIGKILL')
         await waitFor(

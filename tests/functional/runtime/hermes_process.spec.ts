@@ -10,7 +10,7 @@ import { isAlive } from '#runtime/process/proc_stats'
 import { readRecord } from '#runtime/process/process_record'
 import type { AgentRuntimeSpec } from '#runtime/types'
 import { startModelUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
-import { processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/runtime'
+import { childPids, processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/runtime'
 
 /**
  * The real Hermes Agent (PyPI `hermes-agent`, HERMES_PYPI_VERSION) through
@@ -174,11 +174,21 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     const files = await harness.runtime.files(agentId)
     await files.write('notes/today.md', 'kites')
     assert.deepInclude(await files.list('notes'), { name: 'today.md', type: 'file', size: 5 })
-    assert.include(await harness.runtime.logs(agentId), 'Hermes Gateway')
+    // Hermes' own logging (stderr, unbuffered) in the agent's log.
+    await waitFor(
+      "the gateway's output in its log",
+      async () => {
+        const log = await harness.runtime.logs(agentId, { tail: 500 })
+        return log.includes('gateway.run')
+      },
+      30_000
+    )
 
-    // A crash: the gateway is killed; the runtime starts it again and it answers.
+    // A crash: the recorded process (the sandbox wrapper) is killed; the runtime ends what it
+    // ran (the gateway, its children), starts it again and it answers.
     const paths = agentPaths(harness.agentsDir, agentId)
     const crashed = (await readRecord(paths.recordFile))!
+    const gatewayPids = await childPids(crashed.pid)
     process.kill(crashed.pid, 'SIGKILL')
     await waitFor(
       'the gateway to be started again',
@@ -194,6 +204,9 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
       messages: [{ role: 'user', content: 'Still there?' }],
     })
     assert.equal(afterCrash.content, 'Kestrel here, wings ready.')
+    for (const pid of gatewayPids) {
+      assert.isFalse(isAlive(pid), `nothing of the crashed run is left (pid ${pid})`)
+    }
 
     const running = (await readRecord(paths.recordFile))!
     await harness.runtime.stop(agentId)
