@@ -1,6 +1,17 @@
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
-import { dirname, join } from 'node:path'
+import {
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  readlink,
+  realpath,
+  rename,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises'
+import { basename, dirname, join } from 'node:path'
 import { acquireInstallLock } from '#runtime/install_lock'
 import { runInstaller } from '#runtime/installer_process'
 import { TRUST_VARIABLES } from '#runtime/package_cache'
@@ -46,11 +57,15 @@ function installEnv(): Record<string, string> {
  * (created with the host's `python3 -m venv`, filled with pip), shared
  * read-only by every agent of that framework, like an image pull.
  *
- * A venv cannot be moved (its scripts name its own path), so unlike the npm
- * cache it is built in place, not staged and renamed: the `.installed`
- * marker, written last and naming the requirements, is what makes it
- * usable; a folder without it is the remains of an interrupted install and
- * is removed by the next lock holder before it installs again.
+ * Staged, then published atomically. A venv cannot be moved (its scripts
+ * name its own path), so it is built at its final path, a build folder
+ * `<name>.build-<stamp>/`, and `<name>` is a symlink to it, replaced with
+ * rename(2) once the build is complete (its `.installed` marker, naming the
+ * requirements and interpreter, written last). Until then nothing names the
+ * build: an interrupted install leaves an unlinked folder that is never
+ * used and is removed by the next install. Callers get the build's real
+ * path, so a running agent keeps its build when a later install replaces
+ * the link.
  */
 export class PythonPackageCache {
   readonly #inFlight = new Map<string, Promise<{ venvDir: string }>>()
@@ -65,23 +80,29 @@ export class PythonPackageCache {
     this.options.log?.(message)
   }
 
+  /** `link`: the published name (a symlink to the current build); `marker` through it. */
   location(name: string) {
-    const venvDir = join(this.options.cacheDir, 'python', name)
-    return { venvDir, marker: join(venvDir, '.installed') }
+    const link = join(this.options.cacheDir, 'python', name)
+    return { link, marker: join(link, '.installed') }
   }
 
   async isInstalled(name: string, requirements: string[]): Promise<boolean> {
-    const { marker } = this.location(name)
-    if (!existsSync(marker)) return false
+    return (await this.#installed(name, requirements)) !== undefined
+  }
+
+  /** The real folder of the published venv, when it holds exactly `requirements`. */
+  async #installed(name: string, requirements: string[]): Promise<string | undefined> {
+    const { link, marker } = this.location(name)
+    if (!existsSync(marker)) return
     try {
       const recorded = JSON.parse(await readFile(marker, 'utf8'))
       // A venv is bound to the interpreter that made it.
-      return (
+      const matches =
         recorded.python === this.#python &&
         JSON.stringify(recorded.requirements) === JSON.stringify(requirements)
-      )
+      return matches ? await realpath(link) : undefined
     } catch {
-      return false
+      return
     }
   }
 
@@ -105,27 +126,61 @@ export class PythonPackageCache {
   }
 
   async #ensure(name: string, requirements: string[]): Promise<{ venvDir: string }> {
-    const { venvDir } = this.location(name)
-    if (await this.isInstalled(name, requirements)) return { venvDir }
-    await mkdir(dirname(venvDir), { recursive: true })
-    const held = await acquireInstallLock(`${venvDir}.lock`, name, {
+    const { link } = this.location(name)
+    const ready = await this.#installed(name, requirements)
+    if (ready) return { venvDir: ready }
+    await mkdir(dirname(link), { recursive: true })
+    const held = await acquireInstallLock(`${link}.lock`, name, {
       timeoutMs: this.options.timeoutMs,
       log: (message) => this.#log(message),
     })
     try {
-      if (await this.isInstalled(name, requirements)) return { venvDir }
-      if (existsSync(venvDir)) {
-        this.#log(`${name}: removing an incomplete environment (an interrupted install)`)
-        await rm(venvDir, { recursive: true, force: true })
+      const installed = await this.#installed(name, requirements)
+      if (installed) return { venvDir: installed }
+      await this.#removeUnlinkedBuilds(name)
+      const build = `${link}.build-${Date.now().toString(36)}-${process.pid}`
+      try {
+        await this.#install(name, requirements, build)
+      } catch (error) {
+        await rm(build, { recursive: true, force: true })
+        throw error
       }
-      await this.#install(name, requirements, venvDir)
-      return { venvDir }
-    } catch (error) {
-      await rm(venvDir, { recursive: true, force: true })
-      throw error
+      await this.#publish(link, build)
+      return { venvDir: build }
     } finally {
       await held.release()
     }
+  }
+
+  /**
+   * Builds the link does not name: interrupted installs, and builds an
+   * earlier install replaced (the current build, which running agents may
+   * use, is kept until an install replaces it and another follows).
+   * Only the lock holder installs, and that is us.
+   */
+  async #removeUnlinkedBuilds(name: string) {
+    const { link } = this.location(name)
+    const current = await readlink(link).catch(() => undefined)
+    for (const entry of await readdir(dirname(link))) {
+      const build = entry.startsWith(`${name}.build-`)
+      if ((!build && !entry.startsWith(`${name}.link-`)) || entry === current) continue
+      await rm(join(dirname(link), entry), { recursive: true, force: true })
+      this.#log(`${name}: removed ${entry}, a build no longer in use or never finished`)
+    }
+  }
+
+  /** Points `link` at `build` in one rename (a reader sees the old build or the new one). */
+  async #publish(link: string, build: string) {
+    const staged = `${link}.link-${process.pid}`
+    await rm(staged, { force: true })
+    await symlink(basename(build), staged)
+    const existing = await lstat(link).catch(() => undefined)
+    if (existing && !existing.isSymbolicLink()) {
+      // A venv built in place by an earlier release of this cache: rename cannot replace a folder.
+      this.#log(`${basename(link)}: replacing an environment of the earlier in-place layout`)
+      await rm(link, { recursive: true, force: true })
+    }
+    await rename(staged, link)
   }
 
   async #install(name: string, requirements: string[], venvDir: string) {
@@ -133,6 +188,7 @@ export class PythonPackageCache {
     this.#log(
       `${name}: not in the runtime cache, installing ${requirements.join(' ')} into ${venvDir}`
     )
+    // Made at its final path: a venv's scripts name the folder they were made in.
     await this.#run(name, this.#python, ['-m', 'venv', venvDir], started)
     await this.#run(
       name,
@@ -140,6 +196,7 @@ export class PythonPackageCache {
       ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', ...requirements],
       started
     )
+    // Last: a build without it is never published.
     await writeFile(
       join(venvDir, '.installed'),
       `${JSON.stringify({ requirements, python: this.#python, installedAt: new Date().toISOString() })}\n`

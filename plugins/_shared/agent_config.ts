@@ -98,6 +98,28 @@ export function soulMarkdown(config: Record<string, unknown>): string {
   return `# Soul\n\n${personality}\n`
 }
 
+/**
+ * AGENTS.md: the standing rules and the owner's `instructions`, in the
+ * agent's workspace, where both frameworks read it as context (OpenClaw's
+ * workspace bootstrap files; Hermes' project context of its working
+ * directory, TERMINAL_CWD). `memoryHint` says where this framework keeps
+ * durable facts.
+ */
+export function agentsMarkdown(config: Record<string, unknown>, memoryHint: string): string {
+  const extra =
+    typeof config.instructions === 'string' && config.instructions.trim()
+      ? `\n## Instructions from your owner\n\n${config.instructions.trim()}\n`
+      : ''
+  return `# AGENTS.md
+
+You are a hosted agent. Your persona is in SOUL.md.
+
+- This folder is your workspace; your owner sees and edits its files.
+- ${memoryHint}
+- Never write credentials or secrets into files.
+${extra}`
+}
+
 /** Markdown memory files of a folder, keyed by their path (for readMemory). */
 export async function markdownMemory(
   files: import('#plugins/types').AgentFileReader,

@@ -7,6 +7,7 @@ import {
   type RenderedFile,
 } from '#plugins/types'
 import {
+  agentsMarkdown,
   markdownMemory,
   modelRoute,
   soulMarkdown,
@@ -17,11 +18,11 @@ import {
  * Hermes Agent (Nous Research). Its gateway's API server serves the
  * OpenAI-compatible /v1/chat/completions and /health, authenticated with
  * API_SERVER_KEY (the agent's gateway token). State lives in HERMES_HOME:
- * config.yaml, .env, SOUL.md and memories/. The docker driver runs the
- * pinned image; the process driver runs `hermes gateway run` from a venv
- * of the runtime cache (installed from PyPI on first use).
+ * config.yaml, .env, SOUL.md and memories/. The process driver runs
+ * `hermes gateway run` from a venv of the runtime cache (installed from
+ * PyPI on first use); the docker driver runs the official image of the
+ * same release, or an image built here from that venv.
  */
-export const HERMES_IMAGE = 'nousresearch/hermes-agent:v2026.6.19'
 
 /**
  * The PyPI release to install into a venv under storage/runtime/: the newest
@@ -29,6 +30,13 @@ export const HERMES_IMAGE = 'nousresearch/hermes-agent:v2026.6.19'
  * Config keys below were checked against this release's code (docs/runtime.md).
  */
 export const HERMES_PYPI_VERSION = '0.19.0'
+
+/**
+ * The official image of the same release: Hermes publishes versioned stable
+ * images tagged `X.Y.Z`, the package version (its user guide, "Hermes Docker
+ * Setup"), so the tag follows the pin and cannot drift from it.
+ */
+export const HERMES_IMAGE = `nousresearch/hermes-agent:${HERMES_PYPI_VERSION}`
 
 /**
  * What the process driver installs into the runtime cache's venv: the
@@ -95,6 +103,16 @@ export default definePlugin<FrameworkPlugin>({
       { root: 'state', path: 'config.yaml', content: toYaml(renderHermesConfig(context)) },
       { root: 'state', path: '.env', content: dotenv(apiServerEnv(context)), mode: 0o600 },
       { root: 'state', path: 'SOUL.md', content: soulMarkdown(context.config) },
+      // Hermes' gateway reads the project context of its working directory (terminal.cwd, the
+      // workspace): .hermes.md, else AGENTS.md (agent/prompt_builder.py).
+      {
+        root: 'workspace',
+        path: 'AGENTS.md',
+        content: agentsMarkdown(
+          context.config,
+          'Keep durable facts with your memory tool; it keeps them in memories/MEMORY.md and USER.md.'
+        ),
+      },
       { root: 'state', path: 'memories/MEMORY.md', content: '', onlyIfMissing: true },
       { root: 'state', path: 'memories/USER.md', content: '', onlyIfMissing: true },
     ]

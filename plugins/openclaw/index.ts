@@ -11,6 +11,7 @@ import {
   type RenderedFile,
 } from '#plugins/types'
 import {
+  agentsMarkdown,
   markdownMemory,
   modelRoute,
   soulMarkdown,
@@ -131,21 +132,6 @@ export function renderOpenClawConfig(context: AgentRuntimeContext): Record<strin
   }
 }
 
-function agentsMarkdown(config: Record<string, unknown>): string {
-  const extra =
-    typeof config.instructions === 'string' && config.instructions.trim()
-      ? `\n## Instructions from your owner\n\n${config.instructions.trim()}\n`
-      : ''
-  return `# AGENTS.md
-
-You are a hosted agent. Your persona is in SOUL.md.
-
-- This folder is your workspace; your owner sees and edits its files.
-- Keep durable facts in MEMORY.md and day notes in memory/YYYY-MM-DD.md.
-- Never write credentials or secrets into files.
-${extra}`
-}
-
 function environment(context: AgentRuntimeContext): Record<string, string> {
   return {
     OPENCLAW_STATE_DIR: context.paths.state,
@@ -177,7 +163,14 @@ export default definePlugin<FrameworkPlugin>({
         mode: 0o600,
       },
       { root: 'workspace', path: 'SOUL.md', content: soulMarkdown(context.config) },
-      { root: 'workspace', path: 'AGENTS.md', content: agentsMarkdown(context.config) },
+      {
+        root: 'workspace',
+        path: 'AGENTS.md',
+        content: agentsMarkdown(
+          context.config,
+          'Keep durable facts in MEMORY.md and day notes in memory/YYYY-MM-DD.md.'
+        ),
+      },
       { root: 'workspace', path: 'MEMORY.md', content: '# Memory\n', onlyIfMissing: true },
     ]
   },

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -100,6 +100,15 @@ export function fixtureSpec(
       model: 'local-dev',
     },
   }
+}
+
+/**
+ * The direct children of a process (Linux /proc): the program a sandbox
+ * wrapper (bubblewrap) or docker-init runs, which a crash test kills.
+ */
+export async function childPids(pid: number): Promise<number[]> {
+  const text = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8').catch(() => '')
+  return text.trim().split(/\s+/).filter(Boolean).map(Number)
 }
 
 /** Polls until `check` holds, or fails with `what` after the timeout. */

@@ -248,6 +248,7 @@ export class AgentProcess {
     // gives the whole tree its grace period itself.
     if (!this.#stopping) void killStrayProcesses(this.agentId)
     const startedAt = this.record ? Date.parse(this.record.startedAt) : Date.now()
+    const leader = this.#child?.pid
     this.#child = undefined
     this.record = undefined
     void deleteRecord(this.paths.recordFile)
@@ -259,6 +260,10 @@ export class AgentProcess {
       this.#stopPolling()
       return
     }
+    // A crash takes the run's whole process group with its leader, as a container's processes
+    // go with it: a framework whose sandbox wrapper died, or what its tools started, must not
+    // outlive it (holding the port, running twice after the restart). A stop has its own grace.
+    if (leader) signalTree(leader, [], 'SIGKILL')
 
     this.lastError = reason
     this.logFile.note(`process ${reason}`)

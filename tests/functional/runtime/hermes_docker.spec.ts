@@ -13,7 +13,7 @@ import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { baseUrl } from '#tests/helpers/http'
 import { createUser, creditsOf } from '#tests/helpers/identity'
 import { startModelUpstream, useUpstream } from '#tests/helpers/model_upstream'
-import { sharedCacheDir, testRegistry } from '#tests/helpers/runtime'
+import { childPids, sharedCacheDir, testRegistry, waitFor } from '#tests/helpers/runtime'
 
 /**
  * The real Hermes Agent in a container on a real Docker engine, from an
@@ -21,11 +21,12 @@ import { sharedCacheDir, testRegistry } from '#tests/helpers/runtime'
  * python3 and the libraries they load. Read-only root, state on a volume;
  * the model reached through the driver's relay and the service's own
  * metered model proxy; memory written by Hermes' memory tool kept across a
- * restart.
+ * restart; streamed chat, files and logs; a crash of the gateway restarted
+ * by Docker; sleep (container stopped) and wake with its memory kept.
  */
 test.group('Runtime / real Hermes Agent in a Docker container', () => {
   test(
-    'a locally built Hermes image boots, chats through the metered model proxy and keeps its memory across a restart'
+    'a locally built Hermes image boots, chats (plain and streamed) through the metered model proxy, keeps its memory across a restart, serves files and logs, survives a crash and sleeps and wakes'
   )
     .skip(noDockerEngine, 'no Docker engine')
     .timeout(600_000)
@@ -101,6 +102,63 @@ test.group('Runtime / real Hermes Agent in a Docker container', () => {
         await runtime.restart(spec, { waitReady: true, timeoutMs: 120_000 })
         const memory = await runtime.memory(agent.id)
         assert.include(memory['memories/MEMORY.md'], 'The blue crate is ours.')
+
+        // Streamed chat through its API server.
+        let streamed = ''
+        for await (const piece of runtime.chatStream(agent.id, {
+          conversationId: 'docker-stream',
+          messages: [{ role: 'user', content: 'Stream it.' }],
+        })) {
+          streamed += piece.token
+        }
+        assert.equal(streamed, 'Hermes answers from Docker.')
+
+        // Files of its workspace (on the state volume) and the container's log.
+        const files = await runtime.files(agent.id)
+        await files.write('notes/crates.md', 'blue')
+        assert.deepInclude(await files.list('notes'), { name: 'crates.md', type: 'file', size: 4 })
+        const read = await files.read('notes/crates.md')
+        assert.equal(read.content, 'blue')
+        assert.include(await runtime.logs(agent.id, { tail: 200 }), 'gateway.platforms.api_server')
+
+        // A crash: the gateway process (docker-init's child) is killed from the host; Docker
+        // restarts the container and it answers again.
+        const container = new Docker().getContainer(dockerNames(agent.id).container)
+        const running = await container.inspect()
+        const initPid = running.State.Pid
+        const gatewayPids = await childPids(initPid)
+        assert.isNotEmpty(gatewayPids, 'the gateway runs under docker-init')
+        for (const pid of gatewayPids) process.kill(pid, 'SIGKILL')
+        await waitFor(
+          'Docker to restart the crashed container',
+          async () => {
+            const after = await container.inspect()
+            return after.RestartCount > running.RestartCount && after.State.Running
+          },
+          60_000
+        )
+        await runtime.waitUntilReady(agent.id, { timeoutMs: 120_000 })
+        const afterCrash = await runtime.chat(agent.id, {
+          conversationId: 'docker-crash',
+          messages: [{ role: 'user', content: 'Still there?' }],
+        })
+        assert.equal(afterCrash.content, 'Hermes answers from Docker.')
+
+        // Sleep (scale to zero: the container stops, its volume stays) and wake.
+        await runtime.sleep(agent.id)
+        assert.isFalse(await runtime.isRunning(agent.id), 'asleep: its container stopped')
+        await runtime.ensureStarted(spec, { waitReady: true, timeoutMs: 120_000 })
+        assert.isTrue(await runtime.isRunning(agent.id), 'awake again')
+        const woken = await runtime.memory(agent.id)
+        assert.include(woken['memories/MEMORY.md'], 'The blue crate is ours.')
+        const kept = await runtime.files(agent.id)
+        const crates = await kept.read('notes/crates.md')
+        assert.equal(crates.content, 'blue', 'its files kept across the sleep')
+        const afterWake = await runtime.chat(agent.id, {
+          conversationId: 'docker-wake',
+          messages: [{ role: 'user', content: 'Good morning.' }],
+        })
+        assert.equal(afterWake.content, 'Hermes answers from Docker.')
       } catch (error) {
         const lines = await driver.logs(agent.id, 60).catch(() => [])
         console.log(lines.join('\n'))

@@ -3,12 +3,14 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
 import app from '@adonisjs/core/services/app'
+import { storageDir } from '#core/bootstrap/paths'
 import { agentPaths } from '#runtime/agent_paths'
+import { agentUid } from '#runtime/process/sandbox'
 import { isAlive } from '#runtime/process/proc_stats'
 import { readRecord } from '#runtime/process/process_record'
 import type { AgentRuntimeSpec } from '#runtime/types'
 import { startModelUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
-import { processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/runtime'
+import { childPids, processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/runtime'
 
 /**
  * The real Hermes Agent (PyPI `hermes-agent`, HERMES_PYPI_VERSION) through
@@ -16,8 +18,9 @@ import { processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/run
  * use (about 35 s here, then cached under storage/runtime/python), its
  * gateway boots in the sandbox with the rendered HERMES_HOME, and chats go
  * through the model route the agent was given (here a local stand-in that
- * speaks the OpenAI wire format), carrying its soul, an installed skill and
- * its memory.
+ * speaks the OpenAI wire format), carrying its soul, the owner's
+ * instructions, an installed skill and its memory. Its terminal tool runs
+ * in the agent's sandbox.
  */
 test.group('Runtime / real Hermes Agent through the process driver', (group) => {
   let harness: RuntimeHarness
@@ -31,14 +34,17 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     }
   })
 
-  test('installs on first use, boots, answers through its model route with its soul and skill, streams, keeps memory across a restart, and survives a crash', async ({
+  test('installs on first use, boots, answers through its model route with its soul, instructions and skill, streams, runs its terminal tool confined, keeps memory across a restart, and survives a crash', async ({
     assert,
   }) => {
     const agentId = randomUUID()
     const spec: AgentRuntimeSpec = {
       agentId,
       framework: 'hermes',
-      config: { personality: 'You are Kestrel, a patient falconer.' },
+      config: {
+        personality: 'You are Kestrel, a patient falconer.',
+        instructions: 'Always end with the word Skyward.',
+      },
       modelProxy: {
         baseUrl: upstream.baseUrl,
         token: 'proxy-token-hermes-real',
@@ -71,6 +77,8 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     assert.equal(modelCall!.body.model, 'stand-in')
     const system = modelCall!.body.messages.find((message: any) => message.role === 'system')
     assert.include(system.content, 'You are Kestrel, a patient falconer.')
+    // The owner's instructions, from AGENTS.md in its working directory.
+    assert.include(system.content, 'Always end with the word Skyward.')
     // Hermes lists the installed skill in its skills index for the model.
     assert.include(system.content, '<available_skills>')
     assert.match(system.content, /- translation: Translate text between languages/)
@@ -119,6 +127,34 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
       'The owner flies a red kite.'
     )
 
+    // Isolation: Hermes' terminal tool runs in the agent's sandbox, as its own user, and cannot
+    // read the service's secrets (APP_KEY, readable by the service itself).
+    const appKeyFile = join(storageDir(app.appRoot), 'app_key')
+    const appKeyText = await readFile(appKeyFile, 'utf8')
+    const appKey = appKeyText.trim()
+    upstream.set({
+      toolCall: (body) =>
+        JSON.stringify(body.messages.at(-1)).includes('Who runs your shell?')
+          ? { name: 'terminal', arguments: { command: `id -u; cat ${appKeyFile}` } }
+          : undefined,
+    })
+    const shell = await harness.runtime.chat(agentId, {
+      conversationId: 'c-terminal',
+      messages: [{ role: 'user', content: 'Who runs your shell?' }],
+    })
+    upstream.set({ toolCall: undefined })
+    assert.equal(shell.content, 'Kestrel here, wings ready.', 'answered after the tool ran')
+    const terminalResult = upstream.requests
+      .filter((r) => r.path === '/v1/chat/completions')
+      .at(-1)!
+      .body.messages.find((m: any) => m.role === 'tool')
+    assert.exists(terminalResult, 'the terminal result went back to the model')
+    const output = JSON.parse(terminalResult.content).output as string
+    const uid = process.getuid?.() === 0 ? agentUid(agentId) : process.getuid?.()
+    assert.match(output, new RegExp(`^${uid}$`, 'm'), `its own uid: ${output}`)
+    assert.match(output, /No such file or directory|Permission denied/, output)
+    assert.notInclude(terminalResult.content, appKey)
+
     // Read back through the runtime, and kept across a restart.
     await harness.runtime.restart(spec)
     await ready()
@@ -138,11 +174,21 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
     const files = await harness.runtime.files(agentId)
     await files.write('notes/today.md', 'kites')
     assert.deepInclude(await files.list('notes'), { name: 'today.md', type: 'file', size: 5 })
-    assert.include(await harness.runtime.logs(agentId), 'Hermes Gateway')
+    // Hermes' own logging (stderr, unbuffered) in the agent's log.
+    await waitFor(
+      "the gateway's output in its log",
+      async () => {
+        const log = await harness.runtime.logs(agentId, { tail: 500 })
+        return log.includes('gateway.run')
+      },
+      30_000
+    )
 
-    // A crash: the gateway is killed; the runtime starts it again and it answers.
+    // A crash: the recorded process (the sandbox wrapper) is killed; the runtime ends what it
+    // ran (the gateway, its children), starts it again and it answers.
     const paths = agentPaths(harness.agentsDir, agentId)
     const crashed = (await readRecord(paths.recordFile))!
+    const gatewayPids = await childPids(crashed.pid)
     process.kill(crashed.pid, 'SIGKILL')
     await waitFor(
       'the gateway to be started again',
@@ -158,6 +204,9 @@ test.group('Runtime / real Hermes Agent through the process driver', (group) => 
       messages: [{ role: 'user', content: 'Still there?' }],
     })
     assert.equal(afterCrash.content, 'Kestrel here, wings ready.')
+    for (const pid of gatewayPids) {
+      assert.isFalse(isAlive(pid), `nothing of the crashed run is left (pid ${pid})`)
+    }
 
     const running = (await readRecord(paths.recordFile))!
     await harness.runtime.stop(agentId)

@@ -1,6 +1,6 @@
 import { test } from '@japa/runner'
 import openclaw, { OPENCLAW_IMAGE } from '../../../plugins/openclaw/index.ts'
-import hermes, { HERMES_IMAGE } from '../../../plugins/hermes/index.ts'
+import hermes, { HERMES_IMAGE, HERMES_PYPI_VERSION } from '../../../plugins/hermes/index.ts'
 import { buildContainerSpec, dockerNames, LABELS } from '#runtime/docker/container_spec'
 import { renderedFilesArchive, usageFromDockerStats } from '#runtime/docker/docker_driver'
 import { DockerStreamDemuxer, LineSplitter, demuxDockerLogs } from '#runtime/docker/docker_streams'
@@ -99,7 +99,8 @@ test.group('Runtime / docker container spec', () => {
       maxRestarts: 3,
     })
     assert.equal(spec.Image, HERMES_IMAGE)
-    assert.match(HERMES_IMAGE, /^nousresearch\/hermes-agent:v?\d+/)
+    // The registry image is the release the process driver installs from PyPI.
+    assert.equal(HERMES_IMAGE, `nousresearch/hermes-agent:${HERMES_PYPI_VERSION}`)
     assert.deepEqual(spec.Cmd, ['gateway', 'run'])
     assert.deepEqual(spec.HostConfig!.PortBindings, {
       '8642/tcp': [{ HostIp: '127.0.0.1', HostPort: '' }],

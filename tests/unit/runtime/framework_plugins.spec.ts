@@ -205,21 +205,35 @@ test.group('Framework plugins / openclaw', () => {
 })
 
 test.group('Framework plugins / hermes', () => {
-  test('renders config.yaml, .env, SOUL.md and the memories folder', async ({ assert }) => {
-    const files = await hermes.renderFiles(processContext())
-    const byPath = Object.fromEntries(files.map((file) => [file.path, file]))
+  test('renders config.yaml, .env, SOUL.md, the memories folder and AGENTS.md with the instructions', async ({
+    assert,
+  }) => {
+    const files = await hermes.renderFiles(
+      processContext({ instructions: 'Answer in haiku only.' })
+    )
+    const byPath = Object.fromEntries(files.map((file) => [`${file.root}:${file.path}`, file]))
     assert.sameMembers(Object.keys(byPath), [
-      'config.yaml',
-      '.env',
-      'SOUL.md',
-      'memories/MEMORY.md',
-      'memories/USER.md',
+      'state:config.yaml',
+      'state:.env',
+      'state:SOUL.md',
+      'state:memories/MEMORY.md',
+      'state:memories/USER.md',
+      // In the working directory (terminal.cwd), where Hermes reads project context.
+      'workspace:AGENTS.md',
     ])
-    for (const file of files) assert.equal(file.root, 'state')
-    assert.isTrue(byPath['memories/MEMORY.md'].onlyIfMissing)
-    assert.include(byPath['SOUL.md'].content, 'You love kites.')
+    assert.isTrue(byPath['state:memories/MEMORY.md'].onlyIfMissing)
+    assert.include(byPath['state:SOUL.md'].content, 'You love kites.')
+    assert.include(byPath['workspace:AGENTS.md'].content, 'Answer in haiku only.')
+    const openclawFiles = await openclaw.renderFiles(
+      processContext({ instructions: 'Answer in haiku only.' })
+    )
+    const openclawAgents = openclawFiles.find((file) => file.path === 'AGENTS.md')!
+    assert.include(
+      openclawAgents.content,
+      '## Instructions from your owner\n\nAnswer in haiku only.'
+    )
 
-    const config = parseYaml(byPath['config.yaml'].content)
+    const config = parseYaml(byPath['state:config.yaml'].content)
     assert.deepEqual(config.model, {
       default: 'local-dev',
       provider: 'agenthost',
@@ -227,9 +241,9 @@ test.group('Framework plugins / hermes', () => {
     })
     assert.equal(config.custom_providers[0].key_env, 'AGENT_HOST_MODEL_KEY')
     assert.equal(config.terminal.cwd, folders.workspace)
-    assert.notInclude(byPath['config.yaml'].content, 'proxy-token-123456')
+    assert.notInclude(byPath['state:config.yaml'].content, 'proxy-token-123456')
 
-    const dotenv = byPath['.env']
+    const dotenv = byPath['state:.env']
     assert.equal(dotenv.mode, 0o600)
     assert.include(dotenv.content, 'API_SERVER_ENABLED="true"')
     assert.include(dotenv.content, `API_SERVER_KEY="${'f'.repeat(48)}"`)
