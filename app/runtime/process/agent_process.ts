@@ -242,11 +242,6 @@ export class AgentProcess {
 
   #onExit(generation: number, reason: string) {
     if (generation !== this.#generation) return
-    // What a crashed process leaves behind (a sandbox launcher's child, a
-    // framework's own helpers) must not live on beside its restart: found by
-    // the agent's marker, killed before any restart is scheduled. A stop
-    // gives the whole tree its grace period itself.
-    if (!this.#stopping) void killStrayProcesses(this.agentId)
     const startedAt = this.record ? Date.parse(this.record.startedAt) : Date.now()
     const leader = this.#child?.pid
     this.#child = undefined
@@ -262,8 +257,10 @@ export class AgentProcess {
     }
     // A crash takes the run's whole process group with its leader, as a container's processes
     // go with it: a framework whose sandbox wrapper died, or what its tools started, must not
-    // outlive it (holding the port, running twice after the restart). A stop has its own grace.
+    // outlive it (holding the port, running twice after the restart). What left the group is
+    // found by the agent's marker. Both die before a restart is scheduled; a stop has its own grace.
     if (leader) signalTree(leader, [], 'SIGKILL')
+    void killStrayProcesses(this.agentId)
 
     this.lastError = reason
     this.logFile.note(`process ${reason}`)
