@@ -159,7 +159,8 @@ export async function mailVerificationLink(user: User, options: { passwordHash?:
  * free: a taken address gets a mail (a new verification link when still
  * unverified, a notice otherwise) instead of a second account, and both
  * paths hash the password so they take comparable time. A taken username
- * is 409 whatever the address (usernames are public).
+ * is 400 VALIDATION_ERROR naming the field, whatever the address (usernames
+ * are public).
  */
 export async function register(input: RegistrationInput, ip: string): Promise<void> {
   const email = normalizeEmail(input.email)
