@@ -13,6 +13,15 @@ export const chatConfig = {
   /** Stored conversation: the newest 200 messages of the last 30 days per agent. */
   storedMessagesKept: 200,
   storedMessagesDays: 30,
+  /** Chat answers streamed over SSE at once per account (the next one: 429). */
+  maxStreamsPerAccount: 10,
+  /**
+   * Chats an agent answers at once, every surface together (HTTP, SSE,
+   * WebSocket, webhook, schedules, channels; the next one: 429). One agent
+   * holds one container and one owner's credits: a burst queues at the
+   * client rather than piling onto the container or the model upstream.
+   */
+  maxConcurrentChatsPerAgent: 4,
   /** SSE comment heartbeat while a stream is open. */
   sseHeartbeatMs: 15_000,
   websocket: {

@@ -113,7 +113,7 @@ export default class AgentRuntimeController {
   /**
    * @logs
    * @summary Container logs
-   * @description Plain text, the last `tail` lines (default 100, at most 10000), secrets shown as ***. With stream=true: a live text/event-stream, one `data:` event per log line, starting with the last `tail` lines (409 when the container is not running). Authenticate with the JWT, or with `token` from POST /agents/:id/logs/token.
+   * @description Plain text, the last `tail` lines (default 100, at most 1000), secrets shown as ***. With stream=true: a live text/event-stream, one `data:` event per log line, starting with the last `tail` lines (409 when the container is not running). Authenticate with the JWT, or with `token` from POST /agents/:id/logs/token.
    * @paramQuery tail - Number of lines (default 100) - @type(number)
    * @paramQuery stream - true for a live SSE stream - @type(boolean)
    * @paramQuery token - Short-lived logs token (instead of the Authorization header) - @type(string)

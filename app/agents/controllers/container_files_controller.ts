@@ -7,6 +7,9 @@ import {
   writeFileValidator,
 } from '#agents/validators/agent_validators'
 
+/** Entries one folder listing answers (a folder of 100,000 files would be a multi-megabyte answer). */
+export const FILE_LIST_MAX = 1_000
+
 /**
  * The agent's workspace (File Manager). Paths resolve inside the workspace
  * only: `..`, absolute paths outside it, symlinks out, NUL bytes and their
@@ -17,14 +20,20 @@ export default class ContainerFilesController {
   /**
    * @index
    * @summary List a workspace folder
+   * @description Folders first, then by name. At most 1,000 entries: a larger folder answers its first 1,000 with the headers `X-Truncated: true` and `X-Total-Count` (its number of entries).
    * @paramQuery path - Folder inside the workspace (default /) - @type(string)
    * @responseBody 200 - {"success":true,"data":{"files":[{"name":"SOUL.md","type":"file","size":120},{"name":"notes","type":"directory","size":0}]}}
    */
-  async index({ auth, params, request }: HttpContext) {
+  async index({ auth, params, request, response }: HttpContext) {
     const agent = await ownedAgent(auth.getUserOrFail(), params.id)
     const { path } = await request.validateUsing(listFilesValidator)
     const files = await filesOf(agent)
-    return { files: await files.list(path ?? '/') }
+    const entries = await files.list(path ?? '/')
+    if (entries.length <= FILE_LIST_MAX) return { files: entries }
+    // The body keeps the spec's shape; the headers say it was cut.
+    response.header('X-Truncated', 'true')
+    response.header('X-Total-Count', String(entries.length))
+    return { files: entries.slice(0, FILE_LIST_MAX) }
   }
 
   /**

@@ -10,6 +10,7 @@ import Agent from '#agents/models/agent'
 import { decryptSecrets } from '#agents/services/config_secrets'
 import { recordFeedEvent } from '#agents/services/feed_service'
 import { chatWithAgent } from '#chat/services/chat_service'
+import { cleanText } from '#core/http/input_gate_middleware'
 import { channelSettings, normalizeSender, safeErrorText } from '#channels/services/channel_config'
 import { splitMessage } from '#channels/services/split_message'
 import type { ChannelInboundMessage, ChannelPlugin, ChannelReplier } from '#plugins/types'
@@ -47,6 +48,11 @@ function allowed(allowFrom: string[] | undefined, sender: ChannelInboundMessage[
   return names.some((name) => allowFrom.includes(normalizeSender(name)))
 }
 
+/** A channel-side id as stored: PostgreSQL text takes no NUL (replies still use the original). */
+function storedId(id: string): string {
+  return cleanText(id, true).slice(0, 200)
+}
+
 /** Inserts the message; false when this channel-side id was already received. */
 async function claimMessage(agentId: string, channel: string, message: ChannelInboundMessage) {
   const result = await db.rawQuery(
@@ -55,9 +61,9 @@ async function claimMessage(agentId: string, channel: string, message: ChannelIn
     [
       agentId,
       channel,
-      message.id.slice(0, 200),
-      message.conversationId.slice(0, 200),
-      message.sender.id.slice(0, 200),
+      storedId(message.id),
+      storedId(message.conversationId),
+      storedId(message.sender.id),
       message.text,
     ]
   )
@@ -74,7 +80,7 @@ async function finish(
   await db.rawQuery(
     `update channel_messages set outcome = ?, reply = ?
      where agent_id = ? and channel = ? and message_id = ?`,
-    [outcome, reply ?? null, agentId, channel, messageId.slice(0, 200)]
+    [outcome, reply ?? null, agentId, channel, storedId(messageId)]
   )
 }
 
@@ -84,7 +90,7 @@ async function conversationTurns(agentId: string, channel: string, conversationI
     `select text, reply from channel_messages
      where agent_id = ? and channel = ? and conversation_id = ? and outcome = 'answered'
      order by received_at desc limit ?`,
-    [agentId, channel, conversationId.slice(0, 200), CONVERSATION_TURNS]
+    [agentId, channel, storedId(conversationId), CONVERSATION_TURNS]
   )
   const limit = chatConfig.historyEntryMaxLength
   return (result.rows as Array<{ text: string; reply: string }>).reverse().flatMap((row) => [
@@ -124,7 +130,9 @@ export async function routeInbound(
   message: ChannelInboundMessage,
   replier: ChannelReplier
 ): Promise<RouteOutcome> {
-  const text = message.text.trim()
+  // The HTTP input gate does not see channel traffic: rather than refuse
+  // someone's message, control characters and unpaired surrogates are removed.
+  const text = cleanText(message.text).trim()
   if (message.fromSelf || !text) return 'ignored'
   const agent = await Agent.find(agentId)
   if (!agent) return 'ignored'

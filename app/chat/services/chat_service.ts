@@ -1,6 +1,7 @@
 import app from '@adonisjs/core/services/app'
 import logger from '@adonisjs/core/services/logger'
 import { chatConfig } from '#config/chat'
+import { takeStreamSlot } from '#core/http/stream_slots'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
 import { decryptSecrets } from '#agents/services/config_secrets'
@@ -61,6 +62,8 @@ export class ChatAbortedError extends ServiceUnavailableException {
 }
 
 type Route = 'container' | 'customer' | 'hosted'
+
+type ChatRequest = Awaited<ReturnType<typeof chatValidator.validate>>
 
 /** A reply, and for a hosted one the settlement of its credits (awaited with the store). */
 type RoutedReply = ModelReply & { settled?: Promise<number> }
@@ -259,6 +262,25 @@ export async function chatWithAgent(
 ): Promise<ChatAnswer> {
   const request = await chatValidator.validate(input)
   assertAllowed(request.message)
+  // The agent's concurrent-chat slot (429 beyond it), taken while the history is read.
+  const slot = takeStreamSlot('agentChats', agent.id)
+  slot.catch(() => {})
+  try {
+    return await answerChat(agent, request, options, slot)
+  } finally {
+    slot.then(
+      (release) => release(),
+      () => {}
+    )
+  }
+}
+
+async function answerChat(
+  agent: Agent,
+  request: ChatRequest,
+  options: ChatOptions,
+  slot: Promise<unknown>
+): Promise<ChatAnswer> {
   const receivedAt = new Date()
   const config = decryptSecrets(agent.config)
   const history: StoredTurn[] =
@@ -272,6 +294,7 @@ export async function chatWithAgent(
     streamed: 0,
     began: false,
   }
+  await slot
   // Started now, awaited where the prompt is built: it overlaps the routing work.
   context.knowledge = knowledgeSection(agent.id, request.message)
   context.knowledge.catch(() => {})

@@ -6,6 +6,7 @@ import { chatConfig } from '#config/chat'
 import { tryTakeSlot } from '#core/http/stream_slots'
 import { ApiException } from '#core/exceptions/api_exceptions'
 import { mapError } from '#core/http/error_envelope'
+import { inspectInput } from '#core/http/input_gate_middleware'
 import Agent from '#agents/models/agent'
 import { isUuid } from '#agents/services/agent_access'
 import {
@@ -328,6 +329,8 @@ export class ChatSocketServer {
       )
     }
     try {
+      // The HTTP input gate's check (no middleware runs for socket messages).
+      inspectInput(message.payload ?? null, 'payload')
       const user = await loadUser(state.userId)
       if (!user || user.disabledAt) {
         sendError(ws, 'AUTH_REQUIRED', 'Invalid or expired credential')

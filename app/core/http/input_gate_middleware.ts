@@ -76,8 +76,12 @@ function fieldName(parent: string, key: string | number): string {
   return parent ? `${parent}.${key}` : key
 }
 
-/** Walks a parsed value without recursion (bodies may nest deeply). */
-function inspect(root: unknown, rootName: string, strictValues: boolean) {
+/**
+ * The gate's check for client input that arrives without an HTTP request
+ * (WebSocket messages): throws the same 400 VALIDATION_ERROR naming the
+ * field. Walks a parsed value without recursion (bodies may nest deeply).
+ */
+export function inspectInput(root: unknown, rootName: string, strictValues = false) {
   const stack: Array<{ value: unknown; name: string; key: string }> = [
     { value: root, name: rootName, key: rootName },
   ]
@@ -98,11 +102,28 @@ function inspect(root: unknown, rootName: string, strictValues: boolean) {
   }
 }
 
+// eslint-disable-next-line no-control-regex
+const ALL_CONTROL_GLOBAL = /[\u0000-\u001F\u007F-\u009F]/g
+// eslint-disable-next-line no-control-regex
+const CONTROL_BUT_WHITESPACE_GLOBAL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/g
+
+/**
+ * For text a third party relays (channel messages), where refusing would
+ * only drop someone's message: the same characters are removed instead
+ * (unpaired surrogates become U+FFFD). `strict` removes tab and line
+ * breaks too (identifiers).
+ */
+export function cleanText(value: string, strict = false): string {
+  return value
+    .toWellFormed()
+    .replace(strict ? ALL_CONTROL_GLOBAL : CONTROL_BUT_WHITESPACE_GLOBAL, '')
+}
+
 export default class InputGateMiddleware {
   async handle(ctx: HttpContext, next: NextFn) {
-    inspect(ctx.params, '', true)
-    inspect(ctx.request.qs(), '', true)
-    inspect(ctx.request.body(), '', false)
+    inspectInput(ctx.params, '', true)
+    inspectInput(ctx.request.qs(), '', true)
+    inspectInput(ctx.request.body(), '', false)
     return next()
   }
 }

@@ -19,13 +19,22 @@ import { chatConfig } from '#config/chat'
  * number of instances for the length of an outage.
  */
 export const STREAM_LIMITS = {
-  /** Chat answers streamed at once per account. */
-  chat: 10,
+  /** Chat answers streamed at once per account (config/chat.ts). */
+  get chat() {
+    return chatConfig.maxStreamsPerAccount
+  },
   /** Live log streams per account. */
   logs: 5,
   /** Chat WebSockets per account (config/chat.ts). */
   get sockets() {
     return chatConfig.websocket.maxSocketsPerAccount
+  },
+  /**
+   * Chats being answered at once per agent, on every surface (counted by
+   * agent id, not account: config/chat.ts).
+   */
+  get agentChats() {
+    return chatConfig.maxConcurrentChatsPerAgent
   },
 }
 
@@ -97,15 +106,13 @@ async function takeShared(key: string, limit: number): Promise<string | null | u
 }
 
 /**
- * Takes a slot; answers its release (idempotent), or null when the account
- * already holds its limit of this kind.
+ * Takes a slot; answers its release (idempotent), or null when the owner
+ * (an account, or an agent for `agentChats`) already holds its limit of
+ * this kind.
  */
-export async function tryTakeSlot(
-  kind: StreamKind,
-  accountId: string
-): Promise<(() => void) | null> {
+export async function tryTakeSlot(kind: StreamKind, ownerId: string): Promise<(() => void) | null> {
   const limit = STREAM_LIMITS[kind]
-  const key = `${kind}:${accountId}`
+  const key = `${kind}:${ownerId}`
   const count = local.get(key) ?? 0
   if (count >= limit) return null
   // Counted here first, so concurrent takes on this instance cannot overshoot.
@@ -135,14 +142,18 @@ export async function tryTakeSlot(
   }
 }
 
+const REFUSALS: Record<'chat' | 'logs' | 'agentChats', (limit: number) => string> = {
+  chat: (limit) => `At most ${limit} chat streams open at once per account`,
+  logs: (limit) => `At most ${limit} live log streams open at once per account`,
+  agentChats: (limit) =>
+    `This agent is already answering ${limit} chats; try again when one has finished`,
+}
+
 /** Takes a slot or throws 429 RATE_LIMIT_EXCEEDED with Retry-After; returns the release. */
-export async function takeStreamSlot(kind: 'chat' | 'logs', accountId: string) {
-  const release = await tryTakeSlot(kind, accountId)
+export async function takeStreamSlot(kind: 'chat' | 'logs' | 'agentChats', ownerId: string) {
+  const release = await tryTakeSlot(kind, ownerId)
   if (!release) {
-    throw RateLimitExceededException.retryAfter(
-      `At most ${STREAM_LIMITS[kind]} ${kind === 'chat' ? 'chat streams' : 'live log streams'} open at once per account`,
-      5
-    )
+    throw RateLimitExceededException.retryAfter(REFUSALS[kind](STREAM_LIMITS[kind]), 5)
   }
   return release
 }

@@ -23,10 +23,6 @@ const USERNAME_TAKEN = 'That username is taken (field "username", rule "unique")
 /** Verification links are valid 24 hours. */
 const VERIFICATION_TTL_HOURS = 24
 
-/** Verification mails one may ask for per hour: per address, and per client address. */
-const RESEND_PER_ADDRESS = 5
-const RESEND_PER_CLIENT = 1000
-
 const PG_UNIQUE_VIOLATION = '23505'
 
 export interface RegistrationInput {
@@ -159,7 +155,8 @@ export async function mailVerificationLink(user: User, options: { passwordHash?:
  * free: a taken address gets a mail (a new verification link when still
  * unverified, a notice otherwise) instead of a second account, and both
  * paths hash the password so they take comparable time. A taken username
- * is 409 whatever the address (usernames are public).
+ * is 400 VALIDATION_ERROR naming the field, whatever the address (usernames
+ * are public).
  */
 export async function register(input: RegistrationInput, ip: string): Promise<void> {
   const email = normalizeEmail(input.email)
@@ -233,14 +230,23 @@ async function answerTakenAddress(user: User, passwordHash: string) {
  */
 export async function resendVerification(emailInput: string, ip: string): Promise<void> {
   const email = normalizeEmail(emailInput)
+  const perAddressLimit = identityLimits.verificationMailsPerAddressPerHour
+  const perClientLimit = identityLimits.verificationMailsPerClientPerHour
   const perAddress = await limiter
-    .use({ requests: RESEND_PER_ADDRESS, duration: '1 hour' })
+    .use({ requests: perAddressLimit, duration: '1 hour' })
     .increment(`resend-verification:${email}`)
   const perClient = await limiter
-    .use({ requests: RESEND_PER_CLIENT, duration: '1 hour' })
+    .use({ requests: perClientLimit, duration: '1 hour' })
     .increment(`resend-verification-ip:${ip}`)
-  if (perAddress.consumed > RESEND_PER_ADDRESS || perClient.consumed > RESEND_PER_CLIENT) {
-    throw new RateLimitExceededException('Too many verification mails requested; try again later')
+  const over = [
+    perAddress.consumed > perAddressLimit && perAddress,
+    perClient.consumed > perClientLimit && perClient,
+  ].filter((response) => response !== false)
+  if (over.length > 0) {
+    throw RateLimitExceededException.retryAfter(
+      'Too many verification mails requested; try again later',
+      Math.max(...over.map((response) => response.availableIn))
+    )
   }
 
   const user = await User.query().where('email', email).first()

@@ -11,17 +11,18 @@ import {
 } from '#core/exceptions/api_exceptions'
 import User from '#identity/models/user'
 import { normalizeEmail } from '#identity/services/account_service'
+import { clientAddressHash } from '#identity/services/person_signals'
+import { identityLimits } from '#config/identity'
 import { JWT_EXPIRES_IN, signJwt } from '#identity/services/jwt'
 import { randomToken, sha256 } from '#identity/services/secure_tokens'
 
 export const REFRESH_TOKEN_PREFIX = 'hrt_'
 export const REFRESH_TTL_DAYS = 30
 
-/** Failed sign-ins allowed per e-mail and client address in the window. */
-const LOGIN_FAILURES = 10
-/** Failures from one client address, whatever the e-mail (trying many accounts). */
-const LOGIN_FAILURES_PER_CLIENT = 100
+/** Failed sign-ins are counted in this window (limits: config/identity.ts). */
 const LOGIN_WINDOW = '15 mins'
+/** How long a client address that signed in stays known to the account. */
+const KNOWN_CLIENT_TTL = '30 days'
 
 const INVALID_CREDENTIALS = 'Invalid e-mail or password'
 const INVALID_REFRESH = 'Invalid or expired refresh token'
@@ -88,19 +89,44 @@ async function checkPassword(email: string, password: string): Promise<User> {
 
 /**
  * Checks an e-mail and password for a sign-in (the dashboard's and the
- * console's). One message for an unknown e-mail and a wrong password; after
- * 10 failures for the same e-mail and client address, or 100 from one client
- * address whatever the e-mail, within 15 minutes: 429 with Retry-After until
- * the window passes (a success resets the per-address count).
+ * console's). One message for an unknown e-mail and a wrong password. In
+ * 15 minutes, after 10 failures for the same e-mail and client address,
+ * 100 from one client address whatever the e-mail, or 50 for the same
+ * e-mail from client addresses new to the account: 429 with Retry-After
+ * until the window passes (a success resets the per-e-mail counts).
+ *
+ * The third limit holds a botnet (many addresses, 10 tries each) to 50
+ * guesses per 15 minutes on one account. Client addresses that signed in
+ * to the account in the last 30 days are not counted by it, so whoever
+ * sprays an account cannot lock its owner out of their usual network
+ * (docs/security.md "Sign-in limits").
  */
 export async function authenticate(emailInput: string, password: string, ip: string) {
   const email = normalizeEmail(emailInput)
-  const perAddress = limiter.use({ requests: LOGIN_FAILURES, duration: LOGIN_WINDOW })
-  const perClient = limiter.use({ requests: LOGIN_FAILURES_PER_CLIENT, duration: LOGIN_WINDOW })
+  const perAddress = limiter.use({
+    requests: identityLimits.loginFailuresPerAddressAndClient,
+    duration: LOGIN_WINDOW,
+  })
+  const perClient = limiter.use({
+    requests: identityLimits.loginFailuresPerClient,
+    duration: LOGIN_WINDOW,
+  })
+  const known = await isKnownClient(email, ip)
+  const verify = known
+    ? () => checkPassword(email, password)
+    : async () => {
+        const acrossClients = limiter.use({
+          requests: identityLimits.loginFailuresPerAddress,
+          duration: LOGIN_WINDOW,
+        })
+        const [throttled, checked] = await acrossClients.penalize(`login-address:${email}`, () =>
+          checkPassword(email, password)
+        )
+        if (throttled) throw tooManyFailures(throttled.response.availableIn)
+        return checked
+      }
   const [clientThrottled, user] = await perClient.penalize(`login-client:${ip}`, async () => {
-    const [throttled, checked] = await perAddress.penalize(`login:${email}:${ip}`, () =>
-      checkPassword(email, password)
-    )
+    const [throttled, checked] = await perAddress.penalize(`login:${email}:${ip}`, verify)
     if (throttled) throw tooManyFailures(throttled.response.availableIn)
     return checked
   })
@@ -108,7 +134,22 @@ export async function authenticate(emailInput: string, password: string, ip: str
 
   if (!user.isVerified) throw new EmailNotVerifiedException()
   if (user.disabledAt) throw new ForbiddenException('This account is disabled')
+  if (!known) await rememberClient(email, ip)
   return user
+}
+
+function knownClients() {
+  return limiter.use({ requests: 1_000_000, duration: KNOWN_CLIENT_TTL })
+}
+
+/** Signed in to this e-mail's account from this client address in the last 30 days. */
+async function isKnownClient(email: string, ip: string): Promise<boolean> {
+  const seen = await knownClients().get(`login-known:${email}:${clientAddressHash(ip)}`)
+  return !!seen && seen.consumed > 0
+}
+
+async function rememberClient(email: string, ip: string) {
+  await knownClients().increment(`login-known:${email}:${clientAddressHash(ip)}`)
 }
 
 function tooManyFailures(availableIn: number) {

@@ -1,10 +1,11 @@
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, utimes, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, rm, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
 import { TRAVERSAL_PATHS, plantEscapeLinks } from '#tests/helpers/traversal'
 import type User from '#identity/models/user'
 import { jwtFor } from '#tests/helpers/identity'
+import { FILE_LIST_MAX } from '#agents/controllers/container_files_controller'
 import { baseUrl } from '#tests/helpers/http'
 import {
   agentOwners,
@@ -144,6 +145,38 @@ test.group('Agents: container files through HTTP', (group) => {
     assert.isTrue(existsSync(fresh), 'a write under way keeps its staging copy')
     assert.isFalse(existsSync(stale), 'a stale staging copy is removed')
   })
+
+  test('a folder listing answers at most 1,000 entries, marked truncated', async ({
+    client,
+    assert,
+  }) => {
+    const folder = join(foldersOf(agentId).workspace, 'many')
+    await mkdir(folder, { recursive: true })
+    const total = FILE_LIST_MAX + 5
+    for (let i = 0; i < total; i += 100) {
+      await Promise.all(
+        Array.from({ length: Math.min(100, total - i) }, (_, j) =>
+          writeFile(join(folder, `f${String(i + j).padStart(5, '0')}.txt`), 'x')
+        )
+      )
+    }
+    const listed = await client.get(files).qs({ path: '/many' }).bearerToken(jwt)
+    listed.assertStatus(200)
+    assert.deepEqual(Object.keys(listed.body().data), ['files'])
+    assert.lengthOf(listed.body().data.files, FILE_LIST_MAX)
+    assert.equal(listed.header('x-truncated'), 'true')
+    assert.equal(listed.header('x-total-count'), String(total))
+
+    await rm(join(folder, 'f00000.txt'))
+    await rm(join(folder, 'f00001.txt'))
+    await rm(join(folder, 'f00002.txt'))
+    await rm(join(folder, 'f00003.txt'))
+    await rm(join(folder, 'f00004.txt'))
+    const exact = await client.get(files).qs({ path: '/many' }).bearerToken(jwt)
+    assert.lengthOf(exact.body().data.files, FILE_LIST_MAX)
+    assert.isUndefined(exact.header('x-truncated'))
+    await rm(folder, { recursive: true })
+  }).timeout(60_000)
 
   test('another account gets 403 for every file route', async ({ client, assert }) => {
     const stranger = await owners.create()

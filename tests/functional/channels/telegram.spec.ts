@@ -78,7 +78,8 @@ test.group('Channels: telegram', (group) => {
 
     // Telegram delivers the same message again (an unconfirmed offset): not answered twice.
     telegram.bot(token).queue.push(update)
-    telegram.userSays(token, 'And of Italy?')
+    // Channel text skips the HTTP input gate: a NUL is removed, not stored (PostgreSQL refuses it).
+    telegram.userSays(token, 'And of\u0000 Italy?')
     await waitFor('the second reply', () => telegram.repliesTo(token, 4242).length >= 2)
     await settle()
     const replies = telegram.repliesTo(token, 4242)

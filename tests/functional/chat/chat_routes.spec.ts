@@ -423,6 +423,9 @@ test.group('Chat routing: hosted, customer key, container', (group) => {
       replyDelayMs: 10,
     })
 
+    // The per-agent concurrency cap (chat_limits.spec.ts) is lifted: this is about the balance.
+    const cap = chatConfig.maxConcurrentChatsPerAgent
+    chatConfig.maxConcurrentChatsPerAgent = 100
     const statuses = await Promise.all(
       Array.from({ length: 50 }, (_, i) =>
         client
@@ -431,7 +434,9 @@ test.group('Chat routing: hosted, customer key, container', (group) => {
           .json({ message: `concurrent ${i}` })
           .then((response) => response.status())
       )
-    )
+    ).finally(() => {
+      chatConfig.maxConcurrentChatsPerAgent = cap
+    })
     assert.equal(statuses.filter((status) => status === 200).length, 10)
     assert.equal(statuses.filter((status) => status === 402).length, 40)
     assert.equal(await creditsOf(user), 0)

@@ -313,6 +313,25 @@ test.group('WebSocket limits and revocation', (group) => {
     }
   })
 
+  test('a chat message holding NUL gets VALIDATION_ERROR and nothing is stored', async ({
+    assert,
+  }) => {
+    const user = await owner()
+    const agent = await createAgentFor(user)
+    const socket = await connect(`/agents/${agent.id}/ws`, { token: jwtFor(user) })
+    const refused = await chat(socket, 'a\u0000b')
+    assert.equal(refused.type, 'error')
+    assert.equal(refused.payload.code, 'VALIDATION_ERROR')
+    assert.include(refused.payload.message, 'payload.message')
+    const surrogate = await chat(socket, 'a\ud800b')
+    assert.equal(surrogate.payload.code, 'VALIDATION_ERROR')
+    const stored = await db.from('chat_messages').where('agent_id', agent.id)
+    assert.lengthOf(stored, 0)
+    const ok = await chat(socket, 'clean\ttext')
+    assert.equal(ok.type, 'chat_response', 'the socket stays usable; tab is free text')
+    socket.ws.close()
+  })
+
   test('a frame over the 64 KiB limit closes the socket with 1009, unread', async ({
     assert,
     cleanup,
@@ -325,6 +344,8 @@ test.group('WebSocket limits and revocation', (group) => {
     socket.ws.send(JSON.stringify({ type: 'chat', payload: { message } }))
     const closed = await socket.closed
     assert.equal(closed.code, 1009)
+    const stored = await db.from('chat_messages').where('agent_id', agent.id)
+    assert.lengthOf(stored, 0)
   })
 
   test('a client sending faster than it is answered is closed with 1008, not buffered', async ({

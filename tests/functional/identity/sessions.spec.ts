@@ -3,6 +3,7 @@ import { createHmac, hkdfSync, randomUUID } from 'node:crypto'
 import db from '@adonisjs/lucid/services/db'
 import { DateTime } from 'luxon'
 import User from '#identity/models/user'
+import { identityLimits } from '#config/identity'
 import { createUser, jwtFor, TEST_PASSWORD, uniqueEmail } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 
@@ -425,5 +426,55 @@ test.group('Sign-in limits per client address', () => {
     assert.isNotNull(limited.headers.get('retry-after'))
     // Another client behind the same proxy is not affected.
     assert.equal(await statusFrom('203.0.113.7', 101), 401)
+  }).timeout(60_000)
+})
+
+test.group('Sign-in limits per e-mail across client addresses', (group) => {
+  group.each.setup(() => {
+    const previous = identityLimits.loginFailuresPerAddress
+    return () => {
+      identityLimits.loginFailuresPerAddress = previous
+    }
+  })
+
+  const signIn = async (email: string, password: string, from: string) => {
+    const response = await fetch(`${baseUrl()}/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-forwarded-for': from },
+      body: JSON.stringify({ email, password }),
+    })
+    const body = (await response.json()) as any
+    return { status: response.status, body, retryAfter: response.headers.get('retry-after') }
+  }
+  const signInStatus = async (email: string, password: string, from: string) => {
+    const answer = await signIn(email, password, from)
+    return answer.status
+  }
+  const randomClient = () => `192.0.2.${Math.floor(Math.random() * 250) + 1}`
+
+  test('failures for one e-mail from many client addresses are capped; a client that signed in before still gets in', async ({
+    assert,
+  }) => {
+    identityLimits.loginFailuresPerAddress = 3
+    const user = await createUser()
+    const home = `203.0.113.${Math.floor(Math.random() * 200) + 20}`
+    assert.equal(await signInStatus(user.email, TEST_PASSWORD, home), 200, 'the owner, before')
+
+    // A spray: one wrong guess from each of three new client addresses.
+    const spray = [1, 2, 3].map((n) => `198.18.${n}.${Math.floor(Math.random() * 250) + 1}`)
+    for (const from of spray) {
+      assert.equal(await signInStatus(user.email, 'wrong-guess-1', from), 401)
+    }
+    // Any new client address is now held off, even with the right password.
+    const fourth = await signIn(user.email, TEST_PASSWORD, randomClient())
+    assert.equal(fourth.status, 429)
+    assert.equal(fourth.body.code, 'RATE_LIMIT_EXCEEDED')
+    assert.isAbove(Number(fourth.retryAfter), 0)
+
+    // The owner's usual client address is not locked out by the spray.
+    assert.equal(await signInStatus(user.email, TEST_PASSWORD, home), 200, 'the owner, after')
+    // Other accounts are not affected.
+    const other = await createUser()
+    assert.equal(await signInStatus(other.email, TEST_PASSWORD, randomClient()), 200)
   }).timeout(60_000)
 })

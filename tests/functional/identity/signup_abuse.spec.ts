@@ -75,6 +75,34 @@ test.group('Sign-up abuse', () => {
     }
   })
 
+  test('verification mails per client address are limited per hour (429 with Retry-After); another address still asks', async ({
+    client,
+    assert,
+  }) => {
+    const previous = identityLimits.verificationMailsPerClientPerHour
+    identityLimits.verificationMailsPerClientPerHour = 3
+    try {
+      const ip = randomIp()
+      const resend = (from: string) =>
+        client
+          .post('/auth/resend-verification')
+          .header('x-forwarded-for', from)
+          .json({ email: `${randomLocal()}@example.test` })
+      for (let index = 0; index < 3; index++) {
+        const answer = await resend(ip)
+        answer.assertStatus(200)
+      }
+      const refused = await resend(ip)
+      refused.assertStatus(429)
+      refused.assertBodyContains({ success: false, code: 'RATE_LIMIT_EXCEEDED' })
+      assert.isAbove(Number(refused.header('retry-after')), 0)
+      const elsewhere = await resend(randomIp())
+      elsewhere.assertStatus(200)
+    } finally {
+      identityLimits.verificationMailsPerClientPerHour = previous
+    }
+  })
+
   test('mailbox aliases fold to one canonical address', ({ assert }) => {
     assert.equal(canonicalEmail('A.Lice+2@GoogleMail.com'), 'alice@gmail.com')
     assert.equal(canonicalEmail('alice+promo@example.com'), 'alice@example.com')
