@@ -3,6 +3,7 @@ import logger from '@adonisjs/core/services/logger'
 import { chatConfig } from '#config/chat'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
+import { isUuid } from '#agents/services/agent_access'
 import { decryptSecrets } from '#agents/services/config_secrets'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { recordFeedEvent } from '#agents/services/feed_service'
@@ -46,6 +47,40 @@ export interface ChatOptions {
    * out here, so earlier failures can still be plain JSON errors.
    */
   onBegin?: () => void
+  /** Lookups started while the route read the agent row (see prefetchChat). */
+  prefetched?: ChatPrefetch
+}
+
+/**
+ * The lookups of a chat that need only the agent id and the message: the
+ * knowledge passages and whether the agent's container runs. A route
+ * starts them alongside its own agent lookup (and ownership check), so
+ * they are not one more database round trip on the reply's path; they
+ * read and return nothing unless that check passes and the message
+ * validates to the same text.
+ */
+export interface ChatPrefetch {
+  agentId: string
+  message: string
+  knowledge: Promise<string>
+  running: Promise<boolean>
+}
+
+export function prefetchChat(agentId: unknown, input: unknown): ChatPrefetch | undefined {
+  const raw = (input as { message?: unknown } | null)?.message
+  if (!isUuid(agentId) || typeof raw !== 'string') return undefined
+  const message = raw.trim()
+  if (!message || message.length > chatConfig.messageMaxLength) return undefined
+  const id = agentId.toLowerCase()
+  const prefetch: ChatPrefetch = {
+    agentId: id,
+    message,
+    knowledge: knowledgeSection(id, message),
+    running: containerRunning(id),
+  }
+  // Settled or not, an unused prefetch must not be an unhandled rejection.
+  prefetch.knowledge.catch(() => {})
+  return prefetch
 }
 
 export interface ChatAnswer {
@@ -96,6 +131,8 @@ interface RouteContext {
   options: ChatOptions
   /** The knowledge passages for this message, looked up while the route is chosen. */
   knowledge: Promise<string>
+  /** Whether the agent's container runs (looked up alongside the knowledge). */
+  running: Promise<boolean>
   /** Tokens already sent to the caller. */
   streamed: number
   began: boolean
@@ -225,7 +262,7 @@ async function route(context: RouteContext): Promise<{ reply: RoutedReply; route
   agentLifecycle
     .wake(context.agent)
     .catch((error) => logger.warn({ agentId: context.agent.id, err: error }, 'chat: wake failed'))
-  if (!(await containerRunning(context.agent.id))) return fallback()
+  if (!(await context.running)) return fallback()
   try {
     return { reply: await viaContainer(context), route: 'container' }
   } catch (error) {
@@ -261,6 +298,15 @@ export async function chatWithAgent(
   assertAllowed(request.message)
   const receivedAt = new Date()
   const config = decryptSecrets(agent.config)
+  // Started before (by the route) or now; awaited where needed, so they overlap each other
+  // and the stored-history read.
+  const prefetched =
+    options.prefetched?.agentId === agent.id && options.prefetched.message === request.message
+      ? options.prefetched
+      : undefined
+  const knowledge = prefetched?.knowledge ?? knowledgeSection(agent.id, request.message)
+  knowledge.catch(() => {})
+  const running = prefetched?.running ?? containerRunning(agent.id)
   const history: StoredTurn[] =
     request.history ?? (await recentTurns(agent.id, chatConfig.historyMaxEntries))
   const context: RouteContext = {
@@ -268,13 +314,11 @@ export async function chatWithAgent(
     config,
     turns: [...history, { role: 'user', content: request.message }],
     options,
-    knowledge: Promise.resolve(''),
+    knowledge,
+    running,
     streamed: 0,
     began: false,
   }
-  // Started now, awaited where the prompt is built: it overlaps the routing work.
-  context.knowledge = knowledgeSection(agent.id, request.message)
-  context.knowledge.catch(() => {})
 
   let reply: RoutedReply
   try {
