@@ -9,24 +9,39 @@ export function isUuid(value: unknown): value is string {
   return typeof value === 'string' && UUID.test(value)
 }
 
-let selectById: string | undefined
+/** The plain read's prepared statements (name and text), by extra select expressions. */
+const selectById = new Map<string, { name: string; text: string }>()
 
-function findAgentSql(): string {
-  if (!selectById) {
+function findAgentStatement(extra = '') {
+  let statement = selectById.get(extra)
+  if (!statement) {
     Agent.boot()
     const columns = [...Agent.$columnsDefinitions.values()].map(
       (column) => `"${column.columnName}"`
     )
-    selectById = `select ${columns.join(', ')} from agents where id = $1`
+    if (extra) columns.push(extra)
+    statement = {
+      name: `agents.find.${selectById.size}`,
+      text: `select ${columns.join(', ')} from agents where id = $1`,
+    }
+    selectById.set(extra, statement)
   }
-  return selectById
+  return statement
+}
+
+export interface FindAgentOptions {
+  trx?: TransactionClientContract
+  forUpdate?: boolean
+  /**
+   * Extra select expressions (`<expression> as <name>`) read with the row in
+   * the same round trip, found in `agent.$extras`. Plain reads only (ignored
+   * with `trx` or `forUpdate`).
+   */
+  extra?: string
 }
 
 /** The agent with this id; 404 for unknown and malformed ids alike. */
-export async function findAgent(
-  id: unknown,
-  options: { trx?: TransactionClientContract; forUpdate?: boolean } = {}
-): Promise<Agent> {
+export async function findAgent(id: unknown, options: FindAgentOptions = {}): Promise<Agent> {
   if (!isUuid(id)) throw new NotFoundException('Agent not found')
   let agent: Agent | null
   if (options.trx || options.forUpdate) {
@@ -38,7 +53,8 @@ export async function findAgent(
     // statement, without the query builder's per-call work. The model's
     // columns are named (not `*`), so a column added by a later migration
     // does not break the statement prepared on a live connection.
-    const result = await preparedQuery('agents.find', findAgentSql(), [id.toLowerCase()])
+    const statement = findAgentStatement(options.extra)
+    const result = await preparedQuery(statement.name, statement.text, [id.toLowerCase()])
     agent = result.rows[0] ? Agent.$createFromAdapterResult(result.rows[0]) : null
   }
   if (!agent) throw new NotFoundException('Agent not found')
@@ -53,7 +69,7 @@ export async function findAgent(
 export async function ownedAgent(
   user: { id: string },
   id: unknown,
-  options: { trx?: TransactionClientContract; forUpdate?: boolean } = {}
+  options: FindAgentOptions = {}
 ): Promise<Agent> {
   const agent = await findAgent(id, options)
   if (agent.userId !== user.id) {

@@ -1,9 +1,9 @@
 import type { HttpContext } from '@adonisjs/core/http'
 import logger from '@adonisjs/core/services/logger'
 import { mapError } from '#core/http/error_envelope'
-import { ownedAgent } from '#agents/services/agent_access'
 import {
   ChatAbortedError,
+  chatAgent,
   chatWithAgent,
   prefetchChat,
   testChat,
@@ -31,7 +31,7 @@ export default class ChatController {
     const user = ctx.auth.getUserOrFail()
     const body = ctx.request.body()
     const prefetched = prefetchChat(ctx.params.id, body)
-    const agent = await ownedAgent(user, ctx.params.id)
+    const agent = await chatAgent(user, ctx.params.id)
     return idempotentJson(
       ctx,
       { scope: user.id, route: 'api.chat', request: { agentId: agent.id, body } },
@@ -55,7 +55,7 @@ export default class ChatController {
     const user = ctx.auth.getUserOrFail()
     const body = ctx.request.body()
     const prefetched = prefetchChat(ctx.params.id, body)
-    const agent = await ownedAgent(user, ctx.params.id)
+    const agent = await chatAgent(user, ctx.params.id)
     const release = await takeStreamSlot('chat', user.id)
     ctx.response.response.once('close', release)
     const sse = new SseStream(ctx, { heartbeatMs: chatConfig.sseHeartbeatMs })

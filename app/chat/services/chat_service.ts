@@ -3,7 +3,7 @@ import logger from '@adonisjs/core/services/logger'
 import { chatConfig } from '#config/chat'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
-import { isUuid } from '#agents/services/agent_access'
+import { isUuid, ownedAgent } from '#agents/services/agent_access'
 import { decryptSecrets } from '#agents/services/config_secrets'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { recordFeedEvent } from '#agents/services/feed_service'
@@ -11,7 +11,11 @@ import { ContainerChatError } from '#runtime/chat_client'
 import { RuntimeService } from '#runtime/runtime_service'
 import { chatValidator, testChatValidator } from '#chat/validators/chat_validators'
 import { assertAllowed } from '#chat/services/safety_filter'
-import { knowledgeSection, systemPromptFor } from '#chat/services/system_prompt'
+import {
+  knowledgePresenceSql,
+  knowledgeSection,
+  systemPromptFor,
+} from '#chat/services/system_prompt'
 import { recentTurns, recordExchange, type StoredTurn } from '#chat/services/history_service'
 import { hostedCompletion, openHostedStream } from '#chat/services/model_proxy'
 import {
@@ -62,8 +66,25 @@ export interface ChatOptions {
 export interface ChatPrefetch {
   agentId: string
   message: string
-  knowledge: Promise<string>
+  /** Only for agents seen with knowledge before (see chatAgent). */
+  knowledge?: Promise<string>
   running: Promise<boolean>
+}
+
+/**
+ * Agents last seen with knowledge, a hint only: their knowledge search is
+ * started alongside the agent read. Whether an agent has knowledge is
+ * decided by the flag read with its row (chatAgent), never by this set.
+ */
+const knowledgeHint = new Set<string>()
+
+function rememberKnowledge(agentId: string, has: boolean) {
+  if (!has) {
+    knowledgeHint.delete(agentId)
+    return
+  }
+  if (knowledgeHint.size >= 10_000) knowledgeHint.delete(knowledgeHint.values().next().value!)
+  knowledgeHint.add(agentId)
 }
 
 export function prefetchChat(agentId: unknown, input: unknown): ChatPrefetch | undefined {
@@ -72,15 +93,23 @@ export function prefetchChat(agentId: unknown, input: unknown): ChatPrefetch | u
   const message = raw.trim()
   if (!message || message.length > chatConfig.messageMaxLength) return undefined
   const id = agentId.toLowerCase()
-  const prefetch: ChatPrefetch = {
-    agentId: id,
-    message,
-    knowledge: knowledgeSection(id, message),
-    running: containerRunning(id),
+  const prefetch: ChatPrefetch = { agentId: id, message, running: containerRunning(id) }
+  if (knowledgeHint.has(id)) {
+    prefetch.knowledge = knowledgeSection(id, message)
+    // Settled or not, an unused prefetch must not be an unhandled rejection.
+    prefetch.knowledge.catch(() => {})
   }
-  // Settled or not, an unused prefetch must not be an unhandled rejection.
-  prefetch.knowledge.catch(() => {})
   return prefetch
+}
+
+/**
+ * The chat routes' agent read and ownership check (ownedAgent), with the
+ * knowledge source's presence flag in the same round trip when the source
+ * registered one: an agent without knowledge costs no knowledge search.
+ */
+export function chatAgent(user: { id: string }, id: unknown): Promise<Agent> {
+  const presence = knowledgePresenceSql()
+  return ownedAgent(user, id, presence ? { extra: `${presence} as has_knowledge` } : {})
 }
 
 export interface ChatAnswer {
@@ -304,7 +333,12 @@ export async function chatWithAgent(
     options.prefetched?.agentId === agent.id && options.prefetched.message === request.message
       ? options.prefetched
       : undefined
-  const knowledge = prefetched?.knowledge ?? knowledgeSection(agent.id, request.message)
+  const hasKnowledge: unknown = agent.$extras.has_knowledge
+  if (typeof hasKnowledge === 'boolean') rememberKnowledge(agent.id, hasKnowledge)
+  const knowledge =
+    hasKnowledge === false
+      ? Promise.resolve('')
+      : (prefetched?.knowledge ?? knowledgeSection(agent.id, request.message))
   knowledge.catch(() => {})
   const running = prefetched?.running ?? containerRunning(agent.id)
   const history: StoredTurn[] =
