@@ -5,7 +5,10 @@ import { relevantPassages } from '#knowledge/services/knowledge_service'
 
 const KnowledgeController = () => import('#knowledge/controllers/knowledge_controller')
 
-registerKnowledgeSource(relevantPassages)
+// No chunks, no passages: the chat routes learn that with the agent row and skip the search.
+registerKnowledgeSource(relevantPassages, {
+  presenceSql: 'exists (select 1 from knowledge_chunks k where k.agent_id = agents.id)',
+})
 
 router
   .group(() => {

@@ -3,7 +3,7 @@
  * in one run against the same local OpenAI-compatible stand-in.
  *
  *   DATABASE_URL=postgres://... npm run bench:chat-overhead -- \
- *     [--requests 400] [--sockets 5000] [--port $PORT or 4108]
+ *     [--requests 400] [--sockets 5000] [--port $PORT or 4108] [--baseline <checkout>]
  *
  * - latency of one hosted chat (p50, p99): POST /api/v1/agents/:id/chat (API
  *   key, quota, chat service, credit hold and settlement, storage) and
@@ -15,7 +15,14 @@
  *   connections on /agents/:id/ws, against before they connected.
  *
  * Requests run one at a time (latency, not throughput), service and direct
- * interleaved so drift on the shared machine hits both alike. The server is
+ * interleaved so drift on the shared machine hits both alike.
+ *
+ * `--baseline <checkout>`: another checkout of the service (for example
+ * `git worktree add /tmp/base <commit>`, with its node_modules) is started
+ * too, on the next port against the same database, and the hosted chat is
+ * then timed on both, request by request in alternating order: on a loaded
+ * machine, where two runs minutes apart differ by a factor of two, this
+ * A/B pairing is what tells a change's effect. The server is
  * started from source (bin/server.ts) with MODEL_API_URL pointing at the
  * stand-in, its own STORAGE_DIR and LOG_LEVEL=warn. Setup writes the
  * account's tier and balance and the agent row (with a proxy token of the
@@ -37,11 +44,18 @@ function option(name: string, fallback: number): number {
   return index > 0 ? Number(process.argv[index + 1]) : fallback
 }
 
+function textOption(name: string): string | undefined {
+  const index = process.argv.indexOf(`--${name}`)
+  return index > 0 ? process.argv[index + 1] : undefined
+}
+
 const REQUESTS = option('requests', 400)
 const SOCKETS = option('sockets', 5000)
 const PORT = option('port', Number(process.env.PORT ?? 4108))
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const BASE = `http://127.0.0.1:${PORT}`
+const BASELINE = textOption('baseline')
+const BASELINE_BASE = `http://127.0.0.1:${PORT + 1}`
 const REPLY = 'This is the benchmark reply, a dozen words long, streamed word by word.'
 
 /**
@@ -217,18 +231,16 @@ const storage = mkdtempSync(join(tmpdir(), 'agent-host-chat-bench-'))
 const profile = process.env.BENCH_CPU_PROF
   ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
   : []
-const server = spawn(
-  process.execPath,
-  [...profile, '--import', '@poppinss/ts-exec', 'bin/server.ts'],
-  {
-    cwd: ROOT,
+function startServer(cwd: string, port: number, flags: string[] = []) {
+  return spawn(process.execPath, [...flags, '--import', '@poppinss/ts-exec', 'bin/server.ts'], {
+    cwd,
     env: {
       ...process.env,
       NODE_ENV: 'production',
       LOG_LEVEL: 'warn',
-      PORT: String(PORT),
+      PORT: String(port),
       HOST: '127.0.0.1',
-      APP_URL: BASE,
+      APP_URL: `http://127.0.0.1:${port}`,
       STORAGE_DIR: storage,
       MODEL_API_URL: upstream.url,
       MODEL_API_KEY: 'sk-bench',
@@ -236,8 +248,11 @@ const server = spawn(
       PERIODIC_JOBS: 'false',
     },
     stdio: ['ignore', 'inherit', 'inherit'],
-  }
-)
+  })
+}
+const server = startServer(ROOT, PORT, profile)
+/** The --baseline checkout's server, started once the first is up (they share STORAGE_DIR and its app key). */
+let baselineServer: ReturnType<typeof spawn> | undefined
 let serverExited = false
 server.once('exit', () => (serverExited = true))
 
@@ -246,12 +261,12 @@ function rssMb(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024
 }
 
-async function waitForServer() {
+async function waitForServer(base = BASE, exited = () => serverExited) {
   const deadline = Date.now() + 180_000
   while (Date.now() < deadline) {
-    if (serverExited) throw new Error('the server exited before it became healthy')
+    if (exited()) throw new Error('the server exited before it became healthy')
     try {
-      const response = await timed(`${BASE}/health`, 'GET', {})
+      const response = await timed(`${base}/health`, 'GET', {})
       if (response.status === 200) return
     } catch {}
     await new Promise((resolve) => setTimeout(resolve, 250))
@@ -416,6 +431,41 @@ try {
     `target: at most 5 ms added at p50 -> ${added.every((value) => value <= 5) ? 'met' : 'NOT met'} (${added.map((value) => value.toFixed(2)).join(', ')} ms)`
   )
 
+  if (BASELINE) {
+    let baselineExited = false
+    baselineServer = startServer(BASELINE, PORT + 1)
+    baselineServer.once('exit', () => (baselineExited = true))
+    await waitForServer(BASELINE_BASE, () => baselineExited)
+    const chatAt = (base: string) =>
+      timed(
+        `${base}/api/v1/agents/${agentId}/chat`,
+        'POST',
+        { authorization: `Bearer ${apiKey}` },
+        { message: 'How fast are you?', history: [] }
+      )
+    const sides = [
+      { base: BASE, pair: { name: 'hosted chat, this checkout', service: [], direct: [] } },
+      { base: BASELINE_BASE, pair: { name: 'hosted chat, baseline', service: [], direct: [] } },
+    ] as { base: string; pair: Pair }[]
+    for (let i = 0; i < warmup + REQUESTS; i++) {
+      for (const side of i % 2 === 0 ? sides : [...sides].reverse()) {
+        const service = await chatAt(side.base)
+        check(service, side.pair.name)
+        const directCall = await direct(false)
+        if (i < warmup) continue
+        side.pair.service.push(service.totalMs)
+        side.pair.direct.push(directCall.totalMs)
+      }
+    }
+    console.log(`\nA/B against ${BASELINE}: ${REQUESTS} hosted chats each, alternating`)
+    report(sides[0].pair)
+    report(sides[1].pair)
+    const differences = sides[0].pair.service.map((ms, k) => sides[1].pair.service[k] - ms)
+    console.log(
+      `baseline minus this checkout, per pair: p50 ${percentile(differences, 0.5).toFixed(2)} ms`
+    )
+  }
+
   // WebSocket memory: idle connections on one instance.
   keepAlive.destroy()
   await new Promise((resolve) => setTimeout(resolve, 1000))
@@ -451,6 +501,10 @@ try {
 } finally {
   keepAlive.destroy()
   upstream.close()
+  if (baselineServer && baselineServer.exitCode === null && baselineServer.signalCode === null) {
+    baselineServer.kill('SIGTERM')
+    await new Promise((resolve) => baselineServer!.once('exit', resolve))
+  }
   if (!serverExited) {
     server.kill('SIGTERM')
     await new Promise((resolve) => server.once('exit', resolve))

@@ -1,6 +1,7 @@
 import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
 import { ForbiddenException, NotFoundException } from '#core/exceptions/api_exceptions'
 import Agent from '#agents/models/agent'
+import { preparedQuery } from '#core/database/prepared_query'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -8,15 +9,54 @@ export function isUuid(value: unknown): value is string {
   return typeof value === 'string' && UUID.test(value)
 }
 
+/** The plain read's prepared statements (name and text), by extra select expressions. */
+const selectById = new Map<string, { name: string; text: string }>()
+
+function findAgentStatement(extra = '') {
+  let statement = selectById.get(extra)
+  if (!statement) {
+    Agent.boot()
+    const columns = [...Agent.$columnsDefinitions.values()].map(
+      (column) => `"${column.columnName}"`
+    )
+    if (extra) columns.push(extra)
+    statement = {
+      name: `agents.find.${selectById.size}`,
+      text: `select ${columns.join(', ')} from agents where id = $1`,
+    }
+    selectById.set(extra, statement)
+  }
+  return statement
+}
+
+export interface FindAgentOptions {
+  trx?: TransactionClientContract
+  forUpdate?: boolean
+  /**
+   * Extra select expressions (`<expression> as <name>`) read with the row in
+   * the same round trip, found in `agent.$extras`. Plain reads only (ignored
+   * with `trx` or `forUpdate`).
+   */
+  extra?: string
+}
+
 /** The agent with this id; 404 for unknown and malformed ids alike. */
-export async function findAgent(
-  id: unknown,
-  options: { trx?: TransactionClientContract; forUpdate?: boolean } = {}
-): Promise<Agent> {
+export async function findAgent(id: unknown, options: FindAgentOptions = {}): Promise<Agent> {
   if (!isUuid(id)) throw new NotFoundException('Agent not found')
-  const query = Agent.query({ client: options.trx }).where('id', id.toLowerCase())
-  if (options.forUpdate) query.forUpdate()
-  const agent = await query.first()
+  let agent: Agent | null
+  if (options.trx || options.forUpdate) {
+    const query = Agent.query({ client: options.trx }).where('id', id.toLowerCase())
+    if (options.forUpdate) query.forUpdate()
+    agent = await query.first()
+  } else {
+    // The plain read of every agent route (and of each chat): a prepared
+    // statement, without the query builder's per-call work. The model's
+    // columns are named (not `*`), so a column added by a later migration
+    // does not break the statement prepared on a live connection.
+    const statement = findAgentStatement(options.extra)
+    const result = await preparedQuery(statement.name, statement.text, [id.toLowerCase()])
+    agent = result.rows[0] ? Agent.$createFromAdapterResult(result.rows[0]) : null
+  }
   if (!agent) throw new NotFoundException('Agent not found')
   return agent
 }
@@ -29,7 +69,7 @@ export async function findAgent(
 export async function ownedAgent(
   user: { id: string },
   id: unknown,
-  options: { trx?: TransactionClientContract; forUpdate?: boolean } = {}
+  options: FindAgentOptions = {}
 ): Promise<Agent> {
   const agent = await findAgent(id, options)
   if (agent.userId !== user.id) {

@@ -1,8 +1,13 @@
 import type { HttpContext } from '@adonisjs/core/http'
 import logger from '@adonisjs/core/services/logger'
 import { mapError } from '#core/http/error_envelope'
-import { ownedAgent } from '#agents/services/agent_access'
-import { ChatAbortedError, chatWithAgent, testChat } from '#chat/services/chat_service'
+import {
+  ChatAbortedError,
+  chatAgent,
+  chatWithAgent,
+  prefetchChat,
+  testChat,
+} from '#chat/services/chat_service'
 import { chatConfig } from '#config/chat'
 import { takeStreamSlot } from '#core/http/stream_slots'
 import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
@@ -24,12 +29,18 @@ export default class ChatController {
    */
   async programmatic(ctx: HttpContext) {
     const user = ctx.auth.getUserOrFail()
-    const agent = await ownedAgent(user, ctx.params.id)
     const body = ctx.request.body()
+    const prefetched = prefetchChat(ctx.params.id, body)
+    const agent = await chatAgent(user, ctx.params.id)
     return idempotentJson(
       ctx,
       { scope: user.id, route: 'api.chat', request: { agentId: agent.id, body } },
-      () => chatWithAgent(agent, body, { source: 'api', signal: abortOnDisconnect(ctx).signal })
+      () =>
+        chatWithAgent(agent, body, {
+          source: 'api',
+          signal: abortOnDisconnect(ctx).signal,
+          prefetched,
+        })
     )
   }
 
@@ -42,8 +53,9 @@ export default class ChatController {
    */
   async stream(ctx: HttpContext) {
     const user = ctx.auth.getUserOrFail()
-    const agent = await ownedAgent(user, ctx.params.id)
     const body = ctx.request.body()
+    const prefetched = prefetchChat(ctx.params.id, body)
+    const agent = await chatAgent(user, ctx.params.id)
     const release = await takeStreamSlot('chat', user.id)
     ctx.response.response.once('close', release)
     const sse = new SseStream(ctx, { heartbeatMs: chatConfig.sseHeartbeatMs })
@@ -74,6 +86,7 @@ export default class ChatController {
         signal: abort.signal,
         onBegin: () => sse.open(),
         onToken: (token) => sse.send({ token }),
+        prefetched,
       })
       await ticket?.complete(answer)
       sse.open()

@@ -4,6 +4,7 @@ import { chatConfig } from '#config/chat'
 import { takeStreamSlot } from '#core/http/stream_slots'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
+import { isUuid, ownedAgent } from '#agents/services/agent_access'
 import { decryptSecrets } from '#agents/services/config_secrets'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { recordFeedEvent } from '#agents/services/feed_service'
@@ -11,7 +12,11 @@ import { ContainerChatError } from '#runtime/chat_client'
 import { RuntimeService } from '#runtime/runtime_service'
 import { chatValidator, testChatValidator } from '#chat/validators/chat_validators'
 import { assertAllowed } from '#chat/services/safety_filter'
-import { knowledgeSection, systemPromptFor } from '#chat/services/system_prompt'
+import {
+  knowledgePresenceSql,
+  knowledgeSection,
+  systemPromptFor,
+} from '#chat/services/system_prompt'
 import { recentTurns, recordExchange, type StoredTurn } from '#chat/services/history_service'
 import { hostedCompletion, openHostedStream } from '#chat/services/model_proxy'
 import {
@@ -47,6 +52,65 @@ export interface ChatOptions {
    * out here, so earlier failures can still be plain JSON errors.
    */
   onBegin?: () => void
+  /** Lookups started while the route read the agent row (see prefetchChat). */
+  prefetched?: ChatPrefetch
+}
+
+/**
+ * The lookups of a chat that need only the agent id and the message: the
+ * knowledge passages and whether the agent's container runs. A route
+ * starts them alongside its own agent lookup (and ownership check), so
+ * they are not one more database round trip on the reply's path; they
+ * read and return nothing unless that check passes and the message
+ * validates to the same text.
+ */
+export interface ChatPrefetch {
+  agentId: string
+  message: string
+  /** Only for agents seen with knowledge before (see chatAgent). */
+  knowledge?: Promise<string>
+  running: Promise<boolean>
+}
+
+/**
+ * Agents last seen with knowledge, a hint only: their knowledge search is
+ * started alongside the agent read. Whether an agent has knowledge is
+ * decided by the flag read with its row (chatAgent), never by this set.
+ */
+const knowledgeHint = new Set<string>()
+
+function rememberKnowledge(agentId: string, has: boolean) {
+  if (!has) {
+    knowledgeHint.delete(agentId)
+    return
+  }
+  if (knowledgeHint.size >= 10_000) knowledgeHint.delete(knowledgeHint.values().next().value!)
+  knowledgeHint.add(agentId)
+}
+
+export function prefetchChat(agentId: unknown, input: unknown): ChatPrefetch | undefined {
+  const raw = (input as { message?: unknown } | null)?.message
+  if (!isUuid(agentId) || typeof raw !== 'string') return undefined
+  const message = raw.trim()
+  if (!message || message.length > chatConfig.messageMaxLength) return undefined
+  const id = agentId.toLowerCase()
+  const prefetch: ChatPrefetch = { agentId: id, message, running: containerRunning(id) }
+  if (knowledgeHint.has(id)) {
+    prefetch.knowledge = knowledgeSection(id, message)
+    // Settled or not, an unused prefetch must not be an unhandled rejection.
+    prefetch.knowledge.catch(() => {})
+  }
+  return prefetch
+}
+
+/**
+ * The chat routes' agent read and ownership check (ownedAgent), with the
+ * knowledge source's presence flag in the same round trip when the source
+ * registered one: an agent without knowledge costs no knowledge search.
+ */
+export function chatAgent(user: { id: string }, id: unknown): Promise<Agent> {
+  const presence = knowledgePresenceSql()
+  return ownedAgent(user, id, presence ? { extra: `${presence} as has_knowledge` } : {})
 }
 
 export interface ChatAnswer {
@@ -99,6 +163,8 @@ interface RouteContext {
   options: ChatOptions
   /** The knowledge passages for this message, looked up while the route is chosen. */
   knowledge: Promise<string>
+  /** Whether the agent's container runs (looked up alongside the knowledge). */
+  running: Promise<boolean>
   /** Tokens already sent to the caller. */
   streamed: number
   began: boolean
@@ -228,7 +294,7 @@ async function route(context: RouteContext): Promise<{ reply: RoutedReply; route
   agentLifecycle
     .wake(context.agent)
     .catch((error) => logger.warn({ agentId: context.agent.id, err: error }, 'chat: wake failed'))
-  if (!(await containerRunning(context.agent.id))) return fallback()
+  if (!(await context.running)) return fallback()
   try {
     return { reply: await viaContainer(context), route: 'container' }
   } catch (error) {
@@ -283,6 +349,20 @@ async function answerChat(
 ): Promise<ChatAnswer> {
   const receivedAt = new Date()
   const config = decryptSecrets(agent.config)
+  // Started before (by the route) or now; awaited where needed, so they overlap each other
+  // and the stored-history read.
+  const prefetched =
+    options.prefetched?.agentId === agent.id && options.prefetched.message === request.message
+      ? options.prefetched
+      : undefined
+  const hasKnowledge: unknown = agent.$extras.has_knowledge
+  if (typeof hasKnowledge === 'boolean') rememberKnowledge(agent.id, hasKnowledge)
+  const knowledge =
+    hasKnowledge === false
+      ? Promise.resolve('')
+      : (prefetched?.knowledge ?? knowledgeSection(agent.id, request.message))
+  knowledge.catch(() => {})
+  const running = prefetched?.running ?? containerRunning(agent.id)
   const history: StoredTurn[] =
     request.history ?? (await recentTurns(agent.id, chatConfig.historyMaxEntries))
   const context: RouteContext = {
@@ -290,14 +370,12 @@ async function answerChat(
     config,
     turns: [...history, { role: 'user', content: request.message }],
     options,
-    knowledge: Promise.resolve(''),
+    knowledge,
+    running,
     streamed: 0,
     began: false,
   }
   await slot
-  // Started now, awaited where the prompt is built: it overlaps the routing work.
-  context.knowledge = knowledgeSection(agent.id, request.message)
-  context.knowledge.catch(() => {})
 
   let reply: RoutedReply
   try {

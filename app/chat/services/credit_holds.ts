@@ -5,6 +5,7 @@ import { modelProxyConfig } from '#config/model_proxy'
 import creditLedger from '#credits/services/credit_ledger'
 import { InsufficientCreditsException } from '#core/exceptions/api_exceptions'
 import { authCache } from '#identity/services/auth_cache'
+import { preparedQuery } from '#core/database/prepared_query'
 import { INSTANCE_ID, deadHoldersIn } from '#core/jobs/instance'
 import type { TokenUsage } from '#chat/services/metering'
 
@@ -40,25 +41,26 @@ export async function reserveCredits(userId: string, credits: number): Promise<C
   // release) commits synchronously, and flushing its WAL flushes this
   // earlier record too. A hold lost to a database crash before any later
   // flush had given the credits back, exactly like an expired hold.
-  const result = await db.rawQuery(
+  const result = await preparedQuery<{ balance: number; txid: string }>(
+    'chat.reserve_credits',
     `with relaxed as materialized (
        select set_config('synchronous_commit', 'off', true) as setting),
      taken as (
-       update users set ai_credits_balance = ai_credits_balance - :credits
-        where id = :userId and ai_credits_balance >= greatest(:credits, 1)
+       update users set ai_credits_balance = ai_credits_balance - $3
+        where id = $2 and ai_credits_balance >= greatest($3, 1)
           and (select setting from relaxed) is not null
         returning id, ai_credits_balance),
      held as (
        insert into chat_credit_holds (id, user_id, credits, holder, created_at, expires_at)
-       select :id, id, :credits, :holder, now(), now() + (:ttl || ' milliseconds')::interval
+       select $1, id, $3, $4, now(), now() + ($5 || ' milliseconds')::interval
          from taken
        returning id)
      select taken.ai_credits_balance as balance, txid_current()::text as txid
        from held cross join taken`,
-    { id, userId, credits, holder: INSTANCE_ID, ttl: String(modelProxyConfig.holdTtlMs) }
+    [id, userId, credits, INSTANCE_ID, String(modelProxyConfig.holdTtlMs)]
   )
   if (result.rows.length === 0) throw new InsufficientCreditsException()
-  const row = result.rows[0] as { balance: number; txid: string }
+  const row = result.rows[0]
   if (credits > 0) authCache.balanceChanged(userId, row.balance, row.txid)
   return { id, userId, credits }
 }
@@ -78,43 +80,44 @@ export async function reserveCredits(userId: string, credits: number): Promise<C
  * service in a transaction.
  */
 export async function settleHold(hold: CreditHold, charge: Charge): Promise<number> {
-  const result = await db.rawQuery(
+  const result = await preparedQuery<{ balance_after: number; txid: string }>(
+    'chat.settle_hold',
     `with hold as (
-       select credits from chat_credit_holds where id = :holdId for update),
+       select credits from chat_credit_holds where id = $1 for update),
      charged as (
        update users
-          set ai_credits_balance = ai_credits_balance + coalesce((select credits from hold), 0) - :credits
-        where id = :userId
-          and ai_credits_balance + coalesce((select credits from hold), 0) >= :credits
+          set ai_credits_balance = ai_credits_balance + coalesce((select credits from hold), 0) - $3
+        where id = $2
+          and ai_credits_balance + coalesce((select credits from hold), 0) >= $3
         returning ai_credits_balance),
      released as (
-       delete from chat_credit_holds where id = :holdId and exists (select 1 from charged)
+       delete from chat_credit_holds where id = $1 and exists (select 1 from charged)
        returning 1),
      entry as (
        insert into credit_ledger (id, user_id, kind, credits, balance_after, provider, model,
                                   input_tokens, output_tokens, metadata, created_at)
-       select cast(:entryId as uuid), cast(:userId as uuid), 'llm', -cast(:credits as integer),
-              ai_credits_balance, :provider, :model, :inputTokens, :outputTokens,
-              cast(:metadata as jsonb), now()
+       select cast($4 as uuid), cast($2 as uuid), 'llm', -cast($3 as integer),
+              ai_credits_balance, $5, $6, $7, $8,
+              cast($9 as jsonb), now()
          from charged
        returning balance_after)
      select (select count(*) from released) as released, balance_after,
             txid_current()::text as txid
        from entry`,
-    {
-      holdId: hold.id,
-      userId: hold.userId,
-      credits: charge.credits,
-      entryId: randomUUID(),
-      provider: charge.provider,
-      model: charge.model,
-      inputTokens: charge.usage.inputTokens,
-      outputTokens: charge.usage.outputTokens,
-      metadata: charge.metadata ? JSON.stringify(charge.metadata) : null,
-    }
+    [
+      hold.id,
+      hold.userId,
+      charge.credits,
+      randomUUID(),
+      charge.provider,
+      charge.model,
+      charge.usage.inputTokens,
+      charge.usage.outputTokens,
+      charge.metadata ? JSON.stringify(charge.metadata) : null,
+    ]
   )
   if (result.rows.length > 0) {
-    const row = result.rows[0] as { balance_after: number; txid: string }
+    const row = result.rows[0]
     authCache.balanceChanged(hold.userId, row.balance_after, row.txid)
     return charge.credits
   }

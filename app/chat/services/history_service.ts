@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import db from '@adonisjs/lucid/services/db'
 import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
 import { chatConfig } from '#config/chat'
+import { preparedQuery } from '#core/database/prepared_query'
 
 /**
  * Stored conversations (table chat_messages) and the per-day message
@@ -65,45 +66,53 @@ export async function recordExchange(
   // One statement (one round trip, one commit). The agent row's lock orders
   // concurrent exchanges of one agent. The trim reads the rows as they were
   // before this statement, so it keeps `kept - 2` of them plus the 2 new ones.
-  const result = await db.rawQuery(
-    `with agent as (
+  // It commits without waiting for its WAL flush (synchronous_commit off for
+  // this transaction only): no money moves here, and on the hosted path the
+  // credit settlement's synchronous commit, running alongside, is then the
+  // one flush the reply waits for. A database crash can lose the last
+  // fraction of a second of conversation and counts, never a charge.
+  const result = await preparedQuery<{ agents: string }>(
+    'chat.record_exchange',
+    `with relaxed as materialized (
+       select set_config('synchronous_commit', 'off', true) as setting),
+     agent as (
        update agents set message_count = message_count + 1,
-              last_active_at = greatest(coalesce(last_active_at, cast(:answeredAt as timestamptz)),
-                                    cast(:answeredAt as timestamptz))
-        where id = :agentId returning id),
+              last_active_at = greatest(coalesce(last_active_at, cast($8 as timestamptz)),
+                                    cast($8 as timestamptz))
+        where id = $1 and (select setting from relaxed) is not null returning id),
      counted as (
        insert into chat_daily_counts (agent_id, day, messages)
-       select id, cast(:day as date), 1 from agent
+       select id, cast($2 as date), 1 from agent
        on conflict (agent_id, day) do update set messages = chat_daily_counts.messages + 1
        returning 1),
      stored as (
        insert into chat_messages (id, agent_id, role, content, created_at)
-       select cast(:userId as uuid), id, 'user', cast(:userContent as text),
-              cast(:receivedAt as timestamptz) from agent
+       select cast($3 as uuid), id, 'user', cast($4 as text),
+              cast($5 as timestamptz) from agent
        union all
-       select cast(:assistantId as uuid), id, 'assistant', cast(:assistantContent as text),
-              cast(:answeredAt as timestamptz) from agent
+       select cast($6 as uuid), id, 'assistant', cast($7 as text),
+              cast($8 as timestamptz) from agent
        returning 1),
      trimmed as (
        delete from chat_messages
         where agent_id = (select id from agent) and (created_at, seq) < (
-          select created_at, seq from chat_messages where agent_id = :agentId
-           order by created_at desc, seq desc offset :offset limit 1)
+          select created_at, seq from chat_messages where agent_id = $1
+           order by created_at desc, seq desc offset $9 limit 1)
        returning 1)
      select (select count(*) from agent) as agents,
             (select count(*) from counted) + (select count(*) from stored)
               + (select count(*) from trimmed) as touched`,
-    {
+    [
       agentId,
-      day: utcDay(user.at),
-      userId: randomUUID(),
-      userContent: user.content,
-      receivedAt: user.at,
-      assistantId: randomUUID(),
-      assistantContent: assistant.content,
-      answeredAt: assistant.at,
-      offset: Math.max(0, chatConfig.storedMessagesKept - 3),
-    }
+      utcDay(user.at),
+      randomUUID(),
+      user.content,
+      user.at,
+      randomUUID(),
+      assistant.content,
+      assistant.at,
+      Math.max(0, chatConfig.storedMessagesKept - 3),
+    ]
   )
   return Number(result.rows[0]?.agents ?? 0) > 0
 }

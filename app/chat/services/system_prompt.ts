@@ -13,9 +13,24 @@ export interface KnowledgeFile {
 export type KnowledgeSource = (agentId: string, query: string) => Promise<KnowledgeFile[]>
 
 let knowledgeSource: KnowledgeSource | null = null
+let knowledgePresence: string | null = null
 
-export function registerKnowledgeSource(source: KnowledgeSource | null): void {
+/**
+ * `presenceSql`: a boolean SQL expression over the `agents` row that is
+ * false when the source can have nothing for that agent. The chat routes
+ * read it with the agent row (same round trip) and skip the source then.
+ */
+export function registerKnowledgeSource(
+  source: KnowledgeSource | null,
+  options: { presenceSql?: string } = {}
+): void {
   knowledgeSource = source
+  knowledgePresence = source ? (options.presenceSql ?? null) : null
+}
+
+/** The registered presence expression, if any (see registerKnowledgeSource). */
+export function knowledgePresenceSql(): string | null {
+  return knowledgePresence
 }
 
 /** Knowledge text put into one prompt at most (characters). */

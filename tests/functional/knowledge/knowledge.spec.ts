@@ -200,6 +200,43 @@ test.group('Knowledge: retrieval into the model request', (group) => {
     assert.notInclude(system.content, 'Pancakes')
   })
 
+  test('knowledge added or deleted between chats is in, then out of, the next prompt', async ({
+    client,
+    assert,
+  }) => {
+    // The chat routes skip the knowledge search when the flag read with the agent row says there
+    // is none: each answer must follow the files as they are now, on both routes.
+    const { user, agent, jwt } = await owner()
+    const key = await apiKeyFor(user)
+    const question = 'What is the launch code of Project Zephyr?'
+    const systemPrompts = async () => {
+      upstream.reset()
+      const chat = await client
+        .post(`/api/v1/agents/${agent.id}/chat`)
+        .bearerToken(key)
+        .json({ message: question })
+      chat.assertStatus(200)
+      const stream = await client
+        .post(`/agents/${agent.id}/chat/stream`)
+        .bearerToken(jwt)
+        .json({ message: question })
+      stream.assertStatus(200)
+      assert.lengthOf(upstream.requests, 2)
+      return upstream.requests.map((request) => request.body.messages[0].content as string)
+    }
+
+    for (const prompt of await systemPrompts()) assert.notInclude(prompt, '7-4-1-9')
+    const uploaded = await client
+      .post(`/agents/${agent.id}/knowledge`)
+      .bearerToken(jwt)
+      .json({ filename: 'zephyr.txt', content: FACT })
+    uploaded.assertStatus(201)
+    for (const prompt of await systemPrompts()) assert.include(prompt, '7-4-1-9')
+    const deleted = await client.delete(`/agents/${agent.id}/knowledge/zephyr.txt`).bearerToken(jwt)
+    deleted.assertStatus(200)
+    for (const prompt of await systemPrompts()) assert.notInclude(prompt, '7-4-1-9')
+  })
+
   test('on the container path the passage travels with the message to the framework', async ({
     client,
     assert,
