@@ -20,11 +20,8 @@ const KILL_AFTER_MS = [0, 10, 30, 80, 200]
 test.group('Fault: the service is killed (-9) in the middle of an operation', (group) => {
   let upstream: ModelUpstream
   let service: ServiceUnderFault
-  /** Agents of other servers (the test run's own) running before this group. */
-  let foreign: Set<string>
 
   group.setup(async () => {
-    foreign = new Set(agentProcesses().keys())
     upstream = await startModelUpstream()
     service = await startServiceUnderFault({
       MODEL_API_URL: upstream.baseUrl,
@@ -37,6 +34,9 @@ test.group('Fault: the service is killed (-9) in the middle of an operation', (g
       await upstream.close()
     }
   })
+
+  /** This service's agents only (other test runs may run agents on the machine too). */
+  const ourAgentProcesses = () => agentProcesses(service.storage)
 
   function agentLog(id: string) {
     try {
@@ -62,7 +62,7 @@ test.group('Fault: the service is killed (-9) in the middle of an operation', (g
       await service.waitUntilRunning(token, id).catch((error: Error) => {
         throw new Error(
           `${error.message} (${step}); ` +
-            `processes ${JSON.stringify(agentProcesses().get(id))}; ` +
+            `processes ${JSON.stringify(ourAgentProcesses().get(id))}; ` +
             `its log:\n${agentLog(id)}\nthe service said:\n${service.server.output().slice(-4000)}`
         )
       })
@@ -70,11 +70,11 @@ test.group('Fault: the service is killed (-9) in the middle of an operation', (g
     // A process of a deleted (or never stored) agent would show here.
     const running = await waitFor(
       async () => {
-        const ours = [...agentProcesses()].filter(([id]) => !foreign.has(id))
+        const ours = [...ourAgentProcesses()]
         return ours.every(([id]) => ids.includes(id)) ? ours : undefined
       },
       { timeoutMs: 15_000, what: 'no agent process without an agent' }
-    ).catch(() => [...agentProcesses()].filter(([id]) => !foreign.has(id)))
+    ).catch(() => [...ourAgentProcesses()])
     assert.sameMembers(
       running.map(([id]) => id),
       ids,
@@ -100,7 +100,7 @@ test.group('Fault: the service is killed (-9) in the middle of an operation', (g
     const reference = await service.createFixtureAgent(token, 'Reference')
     await service.waitUntilRunning(token, reference)
     await sleep(500)
-    const perAgent = agentProcesses().get(reference)?.length ?? 0
+    const perAgent = ourAgentProcesses().get(reference)?.length ?? 0
     assert.isAbove(perAgent, 0)
     const referenceRemoved = await service.call(`/agents/${reference}`, {
       method: 'DELETE',
