@@ -20,6 +20,7 @@ import {
   type SupervisorSettings,
 } from '#runtime/process/agent_process'
 import { sandboxLaunch } from '#runtime/process/sandbox'
+import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
 import { buildChildEnv } from '#runtime/process/child_env'
 import { LogFile } from '#runtime/process/log_file'
 import { allocatePort } from '#runtime/process/ports'
@@ -115,6 +116,19 @@ async function installOr503<T>(label: string, install: () => Promise<T>): Promis
       { cause: error }
     )
   }
+}
+
+let limitsSaid = false
+
+/** Said once per process: how agents' memory, CPU and process count are limited here. */
+function sayLimits(withCgroups: boolean, log: (message: string) => void) {
+  if (limitsSaid) return
+  limitsSaid = true
+  log(
+    withCgroups
+      ? 'agent limits: each agent in its own cgroup v1 memory, cpu and pids groups (agent-host/<agent id>)'
+      : 'agent limits: cgroups are not writable here (needs root and cgroup v1 memory, cpu and pids): process count by RLIMIT_NPROC, memory by a watcher'
+  )
 }
 
 /** Said once per process: agents run without the mount-namespace sandbox here. */
@@ -268,6 +282,12 @@ export class ProcessDriver implements ContainerDriver {
     })
     if (sandboxed.confinement !== 'bubblewrap')
       warnWeakSandbox(sandboxed.confinement, (message) => this.#log(message))
+    const memoryLimitMb = spec.resources?.memoryMb ?? plugin.resources.memoryMb
+    const cgroup = await this.#cgroup(spec.agentId, {
+      memoryMb: memoryLimitMb,
+      cpus: spec.resources?.cpus ?? plugin.resources.cpus,
+      pids: spec.resources?.pids ?? plugin.resources.pids,
+    })
 
     if (!agent) {
       agent = new AgentProcess(
@@ -291,13 +311,33 @@ export class ProcessDriver implements ContainerDriver {
         pluginEnv: launch.env,
       }),
       port,
-      memoryLimitMb: spec.resources?.memoryMb ?? plugin.resources.memoryMb,
+      memoryLimitMb,
+      cgroup,
     }
     if (adoptable) {
       agent.adopt(adoptable)
       this.#log(`adopted agent ${spec.agentId} process ${adoptable.pid}`)
     }
     return agent.info()
+  }
+
+  /** The agent's cgroups with these limits, where this host lets the service make them. */
+  async #cgroup(
+    agentId: string,
+    limits: { memoryMb: number; cpus?: number; pids: number }
+  ): Promise<AgentCgroup | undefined> {
+    const bases = cgroupBases()
+    sayLimits(bases !== undefined, (message) => this.#log(message))
+    if (!bases) return undefined
+    const cgroup = new AgentCgroup(agentId, bases)
+    try {
+      await cgroup.apply(limits)
+      return cgroup
+    } catch (error) {
+      // A limit the kernel refuses (below what a running agent uses): the watcher takes over.
+      this.#log(`agent ${agentId}: cgroup limits not applied (${(error as Error).message})`)
+      return undefined
+    }
   }
 
   #agent(agentId: string): AgentProcess {
@@ -331,6 +371,8 @@ export class ProcessDriver implements ContainerDriver {
         await killRecordedProcess(record, this.#settings.stopGraceMs)
         await deleteRecord(paths.recordFile)
       }
+      const bases = cgroupBases()
+      if (bases) await new AgentCgroup(agentId, bases).release()
     })
   }
 
