@@ -19,7 +19,7 @@ import {
   type RestartPolicy,
   type SupervisorSettings,
 } from '#runtime/process/agent_process'
-import { sandboxLaunch } from '#runtime/process/sandbox'
+import { agentRunUid, sandboxLaunch } from '#runtime/process/sandbox'
 import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
 import { buildChildEnv } from '#runtime/process/child_env'
 import { LogFile } from '#runtime/process/log_file'
@@ -55,6 +55,11 @@ export interface ProcessDriverOptions {
   /** How often each agent is checked (adopted processes, memory, log size). Default 1 s. */
   pollIntervalMs?: number
   restart?: Partial<RestartPolicy>
+  /**
+   * Frameworks seed each agent from a warm compile cache shared by all
+   * agents (default true; AGENT_COMPILE_CACHE=off turns it off).
+   */
+  compileCache?: boolean
   /** The service's log. */
   log?: (message: string, detail?: Record<string, unknown>) => void
 }
@@ -271,6 +276,10 @@ export class ProcessDriver implements ContainerDriver {
         this.#log(`[agent ${spec.agentId}] ${message}`)
         logFile.note(message)
       },
+      compileCache:
+        this.options.compileCache === false
+          ? undefined
+          : { dir: join(this.options.cacheDir, 'compile-cache'), uid: agentRunUid(spec.agentId) },
     })
 
     const sandboxed = await sandboxLaunch({
