@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { lstat, mkdir, mkdtemp, readFile, readlink, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
@@ -32,7 +32,9 @@ test.group('OpenClaw shared compile cache', (group) => {
     )
   })
 
-  test("an agent's TMPDIR gets a copy named for its own uid", async ({ assert }) => {
+  test("an agent's TMPDIR links each of Node's folders to the shared one, named for its uid", async ({
+    assert,
+  }) => {
     const agentTmp = join(root, 'agent', 'tmp')
     await mkdir(agentTmp, { recursive: true })
     assert.isTrue(await seedCompileCache(shared, agentTmp, 1_234_567))
@@ -49,24 +51,30 @@ test.group('OpenClaw shared compile cache', (group) => {
     assert.equal(await readFile(launcher, 'utf8'), 'code cache')
     assert.isTrue(existsSync(join(agentTmp, 'node-compile-cache', `${tag}-1234567`, 'c5596213')))
     assert.isFalse(existsSync(join(agentTmp, 'node-compile-cache', `${tag}-${warmedBy}`)))
-    // A copy: the shared one is untouched by whatever the agent writes.
-    await writeFile(launcher, 'rewritten by the agent')
-    assert.equal(
-      await readFile(
-        join(
-          shared,
-          'node-compile-cache',
-          'openclaw',
-          '2026.9.6',
-          '1795665617640-142802',
-          `${tag}-${warmedBy}`,
-          'c5596213',
-          'entry'
-        ),
-        'utf8'
-      ),
-      'code cache'
+    // Links into the shared (read-only to agents) folders, not copies: nothing per agent to write.
+    const link = join(
+      agentTmp,
+      'node-compile-cache',
+      'openclaw',
+      '2026.9.6',
+      '1795665617640-142802',
+      `${tag}-1234567`
     )
+    const info = await lstat(link)
+    assert.isTrue(info.isSymbolicLink())
+    assert.equal(
+      await readlink(link),
+      join(
+        shared,
+        'node-compile-cache',
+        'openclaw',
+        '2026.9.6',
+        '1795665617640-142802',
+        `${tag}-${warmedBy}`
+      )
+    )
+    // A second start keeps what is there.
+    assert.isFalse(await seedCompileCache(shared, agentTmp, 1_234_567))
   })
 
   test('an agent with a cache of its own keeps it', async ({ assert }) => {
