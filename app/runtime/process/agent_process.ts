@@ -240,6 +240,8 @@ export class AgentProcess {
     lowerPriority(child.pid)
     if (cgroup) {
       this.#oomKillsAtStart = cgroup.oomKills()
+      // A gate that died already must not take the service down with EPIPE.
+      child.stdin?.on('error', () => undefined)
       try {
         cgroup.join(child.pid)
         child.stdin?.end('\n')
