@@ -307,6 +307,7 @@ export class AgentProcess {
     if (this.#consecutiveCrashes > restart.maxConsecutiveRestarts) {
       this.state = 'error'
       this.#stopPolling()
+      this.prepared?.cgroup?.removeIfEmpty()
       const message = `${this.prepared?.framework ?? 'agent'} ${reason}; gave up after ${restart.maxConsecutiveRestarts} restarts in a row`
       this.logFile.note(message)
       this.emit({

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -167,6 +167,20 @@ export class AgentCgroup {
       return text.split('\n').filter(Boolean).map(Number)
     } catch {
       return []
+    }
+  }
+
+  /**
+   * Removes the groups if nothing runs in them (after a crash the agent gave
+   * up on), at once: a later start makes them again before it spawns.
+   */
+  removeIfEmpty(): void {
+    for (const dir of Object.values(this.#dirs)) {
+      try {
+        rmdirSync(dir)
+      } catch {
+        // Gone already, or something of the agent still runs there: stop/remove ends it.
+      }
     }
   }
 

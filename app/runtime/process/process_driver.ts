@@ -474,6 +474,9 @@ export class ProcessDriver implements ContainerDriver {
       }
       this.#agents.get(agentId)?.detach()
       this.#agents.delete(agentId)
+      // Groups of an agent that crashed for good or never started.
+      const bases = cgroupBases()
+      if (bases) await new AgentCgroup(agentId, bases).release()
     }
     return stopped
   }

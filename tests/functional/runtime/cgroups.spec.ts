@@ -112,5 +112,22 @@ test.group(
     })
       .timeout(90_000)
       .skip(!cgroupsWritable(), SKIP)
+
+    test('the groups of an agent that crashed for good are removed', async ({ assert }) => {
+      const agentId = randomUUID()
+      await harness.runtime.ensureStarted(fixtureSpec(agentId, { crashOnStart: true }))
+      const { dirs } = new AgentCgroup(agentId, cgroupBases()!)
+      await waitFor(
+        'the error state',
+        async () => {
+          const info = await harness.runtime.status(agentId)
+          return info.state === 'error'
+        },
+        20_000
+      )
+      for (const dir of Object.values(dirs)) assert.isFalse(existsSync(dir), `${dir} removed`)
+    })
+      .timeout(60_000)
+      .skip(!cgroupsWritable(), SKIP)
   }
 )
