@@ -31,6 +31,7 @@ export default await Env.create(new URL('../', import.meta.url), {
   AGENT_BOOT_CONCURRENCY: Env.schema.number.optional(),
   AGENT_MEMORY_BUDGET_MB: Env.schema.number.optional(),
   AGENT_IDLE_SLEEP_SECS: Env.schema.number.optional(),
+  AGENT_COMPILE_CACHE: Env.schema.enum.optional(['on', 'off'] as const),
   AGENT_WORKSPACE_QUOTA_MB: Env.schema.number.optional(),
   AGENTS_DIR: Env.schema.string.optional(),
 

@@ -101,6 +101,13 @@ export interface ProcessLaunchTools {
   ensurePythonPackages(name: string, requirements: string[]): Promise<{ venvDir: string }>
   /** Progress and diagnostics, shown in the service log and the agent's log. */
   log(message: string): void
+  /**
+   * Set unless shared compile caches are off (AGENT_COMPILE_CACHE=off): `dir`
+   * is where a framework keeps warm caches shared by all agents (in the
+   * runtime cache, read-only to agents), `uid` the user id this agent's
+   * processes run under (what Node names its cache folders after).
+   */
+  compileCache?: { dir: string; uid: number }
 }
 
 /**

@@ -28,7 +28,12 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
   const runtime = settings.runtime || 'process'
   switch (runtime) {
     case 'process':
-      return new ProcessDriver({ agentsDir, cacheDir, log: settings.log })
+      return new ProcessDriver({
+        agentsDir,
+        cacheDir,
+        compileCache: process.env.AGENT_COMPILE_CACHE !== 'off',
+        log: settings.log,
+      })
     case 'docker':
       return new DockerDriver({ agentsDir, cacheDir, images: settings.images, log: settings.log })
     case 'swarm':

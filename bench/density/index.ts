@@ -3,6 +3,7 @@
  *
  *   npm run bench:density -- [--agents 200] [--framework openclaw|fixture]
  *                            [--sample 10] [--idle-secs 30] [--concurrency 8]
+ *                            [--boot-minutes <max(60, agents / 2)>]
  *
  * Starts the real server (bin/server.ts) on a PostgreSQL of its own, with
  * the process driver and its defaults except AGENT_IDLE_SLEEP_SECS. Then:
@@ -34,6 +35,7 @@ const { values } = parseArgs({
     'sample': { type: 'string', default: '10' },
     'idle-secs': { type: 'string', default: '30' },
     'concurrency': { type: 'string', default: '8' },
+    'boot-minutes': { type: 'string' },
   },
 })
 const AGENTS = Number(values.agents)
@@ -41,6 +43,8 @@ const FRAMEWORK = values.framework!
 const SAMPLE = Math.min(AGENTS, Number(values.sample))
 const IDLE_SECS = Number(values['idle-secs'])
 const CONCURRENCY = Number(values.concurrency)
+/** How long every agent gets to boot once: boots queue two at a time here, so it grows with the run. */
+const BOOT_MINUTES = Number(values['boot-minutes'] ?? Math.max(60, AGENTS / 2))
 const PASSWORD = 'density-bench-password'
 
 interface Account {
@@ -110,10 +114,15 @@ function agentRssMb(agentId: string): number {
 
 async function signUp(storage: string, index: number): Promise<Account> {
   const email = `density-${index}-${Date.now()}@example.test`
-  await call('/auth/register', {
+  const registered = await call('/auth/register', {
     method: 'POST',
     json: { email, username: `density${index}x${Date.now() % 100000}`, password: PASSWORD },
   })
+  // Every figure below assumes all accounts exist: stop rather than measure fewer agents
+  // (register answers 200 whether or not the address is new, 429 over the sign-up limit).
+  if (registered.status !== 200 && registered.status !== 201) {
+    throw new Error(`register answered ${registered.status}: ${JSON.stringify(registered.body)}`)
+  }
   const tag = mailFileTag(email)
   let link: string | undefined
   for (let attempt = 0; attempt < 100 && !link; attempt++) {
@@ -131,6 +140,9 @@ async function signUp(storage: string, index: number): Promise<Account> {
   if (!link) throw new Error(`no verification mail for ${email}`)
   await call(new URL(link).pathname)
   const login = await call('/auth/login', { method: 'POST', json: { email, password: PASSWORD } })
+  if (login.status !== 200) {
+    throw new Error(`login answered ${login.status}: ${JSON.stringify(login.body)}`)
+  }
   const jwt = login.body.data.token as string
   const key = await call('/auth/api-keys', { method: 'POST', token: jwt, json: { label: 'bench' } })
   return { email, jwt, key: key.body.data.key as string }
@@ -172,6 +184,8 @@ async function main() {
     DATABASE_URL: postgres.url,
     STORAGE_DIR: storage,
     AGENT_IDLE_SLEEP_SECS: String(IDLE_SECS),
+    // Every account signs up from this one address (the default allows 10 a day).
+    SIGNUPS_PER_CLIENT_PER_DAY: '1000000',
     LOG_LEVEL: 'warn',
     // The fixture framework lives with the tests and loads in the test environment only.
     ...(FRAMEWORK === 'fixture'
@@ -228,9 +242,9 @@ async function main() {
       })
       if (chat.status === 200) answered++
     })
-    // Until every agent has booted once (or 60 min).
+    // Until every agent has booted once (or --boot-minutes).
     const booted = creating.then(async () => {
-      const deadline = Date.now() + 60 * 60_000
+      const deadline = Date.now() + BOOT_MINUTES * 60_000
       while (Date.now() < deadline && agents.some((agent) => !agent.runningAt)) {
         await pool(
           agents.filter((agent) => !agent.runningAt),

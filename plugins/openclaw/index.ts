@@ -17,6 +17,7 @@ import {
   soulMarkdown,
   validateAgentConfig,
 } from '../_shared/agent_config.ts'
+import { seedCompileCache, warmCompileCache } from './compile_cache.ts'
 
 /**
  * OpenClaw (https://openclaw.ai), npm package `openclaw`, pinned. The
@@ -179,6 +180,32 @@ export default definePlugin<FrameworkPlugin>({
     checkNode(process.version)
     const { packageDir } = await tools.ensureNpmPackage('openclaw', OPENCLAW_VERSION)
     await completePackageLifecycle(tools.nodeExecutable, packageDir, tools.log)
+    if (tools.compileCache) {
+      // The warm-up gateway never chats: no model route or key of the agent's.
+      const warmContext = {
+        ...context,
+        config: {},
+        modelProxy: { baseUrl: 'http://127.0.0.1:9/v1', token: 'warm-up', model: 'warm-up' },
+      }
+      const shared = await warmCompileCache({
+        nodeExecutable: tools.nodeExecutable,
+        packageDir,
+        version: OPENCLAW_VERSION,
+        cacheDir: tools.compileCache.dir,
+        renderConfig: (port, state, workspace) =>
+          JSON5.stringify(
+            renderOpenClawConfig({ ...warmContext, port, paths: { state, workspace } }),
+            null,
+            2
+          ),
+        environment: (state, workspace, token) =>
+          environment({ ...warmContext, gatewayToken: token, paths: { state, workspace } }),
+        log: tools.log,
+      })
+      if (shared && (await seedCompileCache(shared, folders.tmp, tools.compileCache.uid))) {
+        tools.log('compile cache seeded from the shared warm one')
+      }
+    }
     return {
       command: tools.nodeExecutable,
       args: [join(packageDir, 'openclaw.mjs'), 'gateway', 'run', '--port', String(context.port)],

@@ -8,6 +8,13 @@ export const LABELS = {
   framework: 'agent-host.framework',
 } as const
 
+/**
+ * Relative CPU weight of an agent's container: half of Docker's default
+ * (1024), so under contention agents (heavy framework boots above all) yield
+ * to the service and other work on the host. Only matters when CPU is short.
+ */
+export const AGENT_CPU_SHARES = 512
+
 /** Names of one agent's container, state volume and network. */
 export function dockerNames(agentId: string) {
   return {
@@ -35,7 +42,7 @@ export interface ContainerSpecInput {
 /**
  * The Engine API body of `POST /containers/create` for one agent: the
  * framework's pinned image; its state on a named volume; memory, CPU and
- * pid limits (no swap beyond the memory limit); every capability dropped
+ * pid limits (no swap beyond the memory limit), a lower CPU weight; every capability dropped
  * and no-new-privileges; a read-only root file system; its own bridge network; the framework's port
  * published on 127.0.0.1 only (the engine picks the host port); restart on
  * failure a bounded number of times; json-file logs capped in size; labels
@@ -61,6 +68,7 @@ export function buildContainerSpec(input: ContainerSpecInput): Docker.ContainerC
       Memory: memoryBytes,
       MemorySwap: memoryBytes,
       NanoCpus: Math.round(input.resources.cpus * 1e9),
+      CpuShares: AGENT_CPU_SHARES,
       PidsLimit: input.resources.pids,
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges:true'],

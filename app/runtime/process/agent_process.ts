@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { ProcessLaunch } from '#plugins/types'
 import type { AgentPaths } from '#runtime/agent_paths'
 import type { ContainerInfo, ContainerUsage, RuntimeEvent } from '#runtime/types'
+import type { AgentCgroup } from '#runtime/process/cgroups'
 import { LogFile } from '#runtime/process/log_file'
 import { isAlive, readProcStat, ticksPerSecond, treeUsage } from '#runtime/process/proc_stats'
 import {
@@ -43,7 +44,22 @@ export interface PreparedLaunch {
   env: Record<string, string>
   port: number
   memoryLimitMb: number
+  /**
+   * The agent's own cgroups (app/runtime/process/cgroups.ts): the kernel
+   * enforces its limits, so the memory watcher stands down. Unset where
+   * cgroups are not writable.
+   */
+  cgroup?: AgentCgroup
 }
+
+/**
+ * Started in place of the framework when it gets cgroups: waits for one line
+ * on stdin (sent once the supervisor has moved this pid into the groups), then
+ * execs the framework with the same pid. Nothing of the agent runs outside
+ * its groups, whatever it forks early; if the service dies first, stdin
+ * closes and nothing starts.
+ */
+const CGROUP_GATE = ['-c', 'read -r _ && exec "$@" </dev/null', 'agent-cgroup-gate']
 
 type Emit = (event: RuntimeEvent) => void
 
@@ -123,6 +139,8 @@ export class AgentProcess {
   #pollTimer?: NodeJS.Timeout
   #cpuSample?: { ticks: number; at: number; pid: number }
   #exitWaiters: Array<() => void> = []
+  /** The memory group's OOM kill count when the current process started. */
+  #oomKillsAtStart = 0
 
   constructor(
     readonly agentId: string,
@@ -185,16 +203,23 @@ export class AgentProcess {
     this.#cpuSample = undefined
 
     const fd = this.logFile.openForChild()
+    const cgroup = prepared.cgroup
     let child: ChildProcess
     try {
-      child = spawn(prepared.launch.command, prepared.launch.args, {
-        cwd: this.paths.workspace,
-        env: prepared.env,
-        uid: prepared.uid,
-        gid: prepared.gid,
-        detached: true,
-        stdio: ['ignore', fd, fd],
-      })
+      child = spawn(
+        cgroup ? '/bin/sh' : prepared.launch.command,
+        cgroup
+          ? [...CGROUP_GATE, prepared.launch.command, ...prepared.launch.args]
+          : prepared.launch.args,
+        {
+          cwd: this.paths.workspace,
+          env: prepared.env,
+          uid: prepared.uid,
+          gid: prepared.gid,
+          detached: true,
+          stdio: [cgroup ? 'pipe' : 'ignore', fd, fd],
+        }
+      )
     } catch (error) {
       closeSync(fd)
       this.#onExit(generation, `failed to start: ${(error as Error).message}`)
@@ -214,6 +239,19 @@ export class AgentProcess {
 
     if (!child.pid) return // 'error' follows (command not found)
     lowerPriority(child.pid)
+    if (cgroup) {
+      this.#oomKillsAtStart = cgroup.oomKills()
+      // A gate that died already must not take the service down with EPIPE.
+      child.stdin?.on('error', () => undefined)
+      try {
+        cgroup.join(child.pid)
+        child.stdin?.end('\n')
+      } catch (error) {
+        // Never run it outside its limits: this start fails (and is retried as a crash).
+        this.logFile.note(`could not join its cgroups: ${(error as Error).message}`)
+        child.kill('SIGKILL')
+      }
+    }
     const stat = readProcStat(child.pid)
     const containerId = `proc-${randomBytes(6).toString('hex')}`
     this.record = {
@@ -240,8 +278,13 @@ export class AgentProcess {
     this.#startPolling()
   }
 
-  #onExit(generation: number, reason: string) {
+  #onExit(generation: number, exitReason: string) {
     if (generation !== this.#generation) return
+    let reason = exitReason
+    const cgroup = this.prepared?.cgroup
+    if (cgroup && cgroup.oomKills() > this.#oomKillsAtStart) {
+      reason = `${exitReason}: over its ${this.prepared!.memoryLimitMb} MB memory limit, killed by the kernel`
+    }
     const startedAt = this.record ? Date.parse(this.record.startedAt) : Date.now()
     const leader = this.#child?.pid
     this.#child = undefined
@@ -272,6 +315,7 @@ export class AgentProcess {
     if (this.#consecutiveCrashes > restart.maxConsecutiveRestarts) {
       this.state = 'error'
       this.#stopPolling()
+      this.prepared?.cgroup?.removeIfEmpty()
       const message = `${this.prepared?.framework ?? 'agent'} ${reason}; gave up after ${restart.maxConsecutiveRestarts} restarts in a row`
       this.logFile.note(message)
       this.emit({
@@ -332,7 +376,8 @@ export class AgentProcess {
       this.#onExit(this.#generation, 'process disappeared')
       return
     }
-    const limit = this.prepared?.memoryLimitMb
+    // With cgroups the kernel enforces the limit itself.
+    const limit = this.prepared?.cgroup ? undefined : this.prepared?.memoryLimitMb
     if (limit) {
       const usedMb = treeUsage(record.pid).rssBytes / 1024 / 1024
       if (usedMb > limit) {
@@ -354,6 +399,7 @@ export class AgentProcess {
       await deleteRecord(this.paths.recordFile)
       this.state = 'stopped'
       this.#stopPolling()
+      await this.prepared?.cgroup?.release()
       return
     }
     const members = treeUsage(record.pid).pids.map((pid) => ({
@@ -390,6 +436,8 @@ export class AgentProcess {
     await deleteRecord(this.paths.recordFile)
     this.state = 'stopped'
     this.#stopPolling()
+    // Whatever left its process group goes too, with the groups.
+    await this.prepared?.cgroup?.release()
     this.logFile.note('stopped')
   }
 

@@ -19,7 +19,8 @@ import {
   type RestartPolicy,
   type SupervisorSettings,
 } from '#runtime/process/agent_process'
-import { sandboxLaunch } from '#runtime/process/sandbox'
+import { agentRunUid, sandboxLaunch } from '#runtime/process/sandbox'
+import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
 import { buildChildEnv } from '#runtime/process/child_env'
 import { LogFile } from '#runtime/process/log_file'
 import { allocatePort } from '#runtime/process/ports'
@@ -55,6 +56,11 @@ export interface ProcessDriverOptions {
   /** How often each agent is checked (adopted processes, memory, log size). Default 1 s. */
   pollIntervalMs?: number
   restart?: Partial<RestartPolicy>
+  /**
+   * Frameworks seed each agent from a warm compile cache shared by all
+   * agents (default true; AGENT_COMPILE_CACHE=off turns it off).
+   */
+  compileCache?: boolean
   /** The service's log. */
   log?: (message: string, detail?: Record<string, unknown>) => void
 }
@@ -116,6 +122,19 @@ async function installOr503<T>(label: string, install: () => Promise<T>): Promis
       { cause: error }
     )
   }
+}
+
+let limitsSaid = false
+
+/** Said once per process: how agents' memory, CPU and process count are limited here. */
+function sayLimits(withCgroups: boolean, log: (message: string) => void) {
+  if (limitsSaid) return
+  limitsSaid = true
+  log(
+    withCgroups
+      ? 'agent limits: each agent in its own cgroup v1 memory, cpu and pids groups (agent-host/<agent id>)'
+      : 'agent limits: cgroups are not writable here (needs root and cgroup v1 memory, cpu and pids): process count by RLIMIT_NPROC, memory by a watcher'
+  )
 }
 
 /** Said once per process: agents run without the mount-namespace sandbox here. */
@@ -258,6 +277,10 @@ export class ProcessDriver implements ContainerDriver {
         this.#log(`[agent ${spec.agentId}] ${message}`)
         logFile.note(message)
       },
+      compileCache:
+        this.options.compileCache === false
+          ? undefined
+          : { dir: join(this.options.cacheDir, 'compile-cache'), uid: agentRunUid(spec.agentId) },
     })
 
     const sandboxed = await sandboxLaunch({
@@ -269,6 +292,12 @@ export class ProcessDriver implements ContainerDriver {
     })
     if (sandboxed.confinement !== 'bubblewrap')
       warnWeakSandbox(sandboxed.confinement, (message) => this.#log(message))
+    const memoryLimitMb = spec.resources?.memoryMb ?? plugin.resources.memoryMb
+    const cgroup = await this.#cgroup(spec.agentId, {
+      memoryMb: memoryLimitMb,
+      cpus: spec.resources?.cpus ?? plugin.resources.cpus,
+      pids: spec.resources?.pids ?? plugin.resources.pids,
+    })
 
     if (!agent) {
       agent = new AgentProcess(
@@ -292,13 +321,33 @@ export class ProcessDriver implements ContainerDriver {
         pluginEnv: launch.env,
       }),
       port,
-      memoryLimitMb: spec.resources?.memoryMb ?? plugin.resources.memoryMb,
+      memoryLimitMb,
+      cgroup,
     }
     if (adoptable) {
       agent.adopt(adoptable)
       this.#log(`adopted agent ${spec.agentId} process ${adoptable.pid}`)
     }
     return agent.info()
+  }
+
+  /** The agent's cgroups with these limits, where this host lets the service make them. */
+  async #cgroup(
+    agentId: string,
+    limits: { memoryMb: number; cpus?: number; pids: number }
+  ): Promise<AgentCgroup | undefined> {
+    const bases = cgroupBases()
+    sayLimits(bases !== undefined, (message) => this.#log(message))
+    if (!bases) return undefined
+    const cgroup = new AgentCgroup(agentId, bases)
+    try {
+      await cgroup.apply(limits)
+      return cgroup
+    } catch (error) {
+      // A limit the kernel refuses (below what a running agent uses): the watcher takes over.
+      this.#log(`agent ${agentId}: cgroup limits not applied (${(error as Error).message})`)
+      return undefined
+    }
   }
 
   #agent(agentId: string): AgentProcess {
@@ -332,6 +381,8 @@ export class ProcessDriver implements ContainerDriver {
         await killRecordedProcess(record, this.#settings.stopGraceMs)
         await deleteRecord(paths.recordFile)
       }
+      const bases = cgroupBases()
+      if (bases) await new AgentCgroup(agentId, bases).release()
     })
   }
 
@@ -424,6 +475,9 @@ export class ProcessDriver implements ContainerDriver {
       }
       this.#agents.get(agentId)?.detach()
       this.#agents.delete(agentId)
+      // Groups of an agent that crashed for good or never started.
+      const bases = cgroupBases()
+      if (bases) await new AgentCgroup(agentId, bases).release()
     }
     // A delete cut short after its folder went, or a start cut before its
     // record was written, leaves a process no folder or record names.

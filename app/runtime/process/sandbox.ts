@@ -49,6 +49,11 @@ export function agentUid(agentId: string): number {
 }
 
 const runsAsRoot = process.getuid?.() === 0
+
+/** The user id an agent's processes run under: its own as root, else the service's. */
+export function agentRunUid(agentId: string): number {
+  return runsAsRoot ? agentUid(agentId) : (process.getuid?.() ?? 0)
+}
 let bubblewrapProbe: boolean | undefined
 
 /** True when bubblewrap is installed and can make a sandbox as an unprivileged user here. */

@@ -339,7 +339,9 @@ test.group('Runtime / process driver observation', (group) => {
     await new Promise((resolve) => setTimeout(resolve, 100))
     const busy = await harness.runtime.monitoring(agentId)
     await burning
-    assert.isAbove(busy.cpuPercent, 30, `a busy loop shows (${busy.cpuPercent}%)`)
+    // Well above idle, not near a full core: the fixture has a 0.5 CPU quota and, in its cgroup,
+    // half the weight of other work, on a machine that may be busy.
+    assert.isAbove(busy.cpuPercent, 5, `a busy loop shows (${busy.cpuPercent}%)`)
     assert.isAtMost(busy.cpuPercent, 100 * cpus().length + 10)
   }).timeout(20_000)
 

@@ -58,6 +58,7 @@ test.group('Runtime / docker container spec', () => {
     assert.equal(host.Memory, 1536 * 1024 * 1024)
     assert.equal(host.MemorySwap, 1536 * 1024 * 1024, 'no swap beyond the memory limit')
     assert.equal(host.NanoCpus, 1.5e9)
+    assert.equal(host.CpuShares, 512, 'lower CPU weight than the default 1024')
     assert.equal(host.PidsLimit, 256)
     assert.deepEqual(host.CapDrop, ['ALL'])
     assert.isUndefined(host.CapAdd)
