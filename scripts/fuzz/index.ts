@@ -1,17 +1,18 @@
 /**
  * `npm run fuzz`: property-based API fuzzing with schemathesis, driven by the
- * service's own /openapi.json.
+ * service's own /openapi.json (docs/hardening.md).
  *
- *   npm run fuzz [-- --seconds 600] [--examples 25] [--port 42710]
+ *   npm run fuzz [-- --seconds 600] [--examples 25] [--passes N] [--port 42710]
  *
  * It creates its own database (DATABASE_URL's server, database
- * `<name>_fuzz`, dropped and re-created) and storage folder, starts the server
- * from source with the test-only `fixture` framework (so no real OpenClaw is
- * ever booted), seeds a verified account the real way (register,
- * verification mail, login, API key), a stopped agent and a support ticket,
- * then runs schemathesis (pinned in .venv-fuzz) with every built-in check,
- * a 2 s response-time limit and the custom envelope check in hooks.py.
- * Exits non-zero on any finding.
+ * `<name>_fuzz`, dropped and re-created) and storage folder, starts the local
+ * Solana RPC node and price feeds the billing tests use, starts the server
+ * from source against them with the test-only `fixture` framework (so no real
+ * OpenClaw is ever booted), seeds accounts, payments, an agent, a ticket and a
+ * referral through the API (seed.ts), then runs schemathesis passes (pinned in
+ * .venv-fuzz) with new seeds until --seconds are spent: every built-in check,
+ * a 2 s response-time limit and the custom checks in hooks.py. Prints the
+ * figures; exits non-zero on any finding.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
