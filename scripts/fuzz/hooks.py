@@ -1,5 +1,39 @@
 """Custom schemathesis checks for `npm run fuzz` (loaded via SCHEMATHESIS_HOOKS=hooks)."""
+import json
+import os
+import zlib
+
 import schemathesis
+
+# CONTRACT.md "Error codes": the spec's codes plus these four; no other code.
+SPEC_CODES = {
+    "AUTH_REQUIRED",
+    "FORBIDDEN",
+    "NOT_FOUND",
+    "VALIDATION_ERROR",
+    "AGENT_NOT_RUNNING",
+    "RATE_LIMIT_EXCEEDED",
+    "SERVER_ERROR",
+}
+CONTRACT_CODES = {"GONE", "CONTENT_BLOCKED", "INSUFFICIENT_CREDITS", "EMAIL_NOT_VERIFIED"}
+ALLOWED_CODES = SPEC_CODES | CONTRACT_CODES
+
+# The status each code goes with (spec "Errors" table and CONTRACT.md): 413
+# (body too large) and 431 (headers too large) are refused input; 503 is a
+# missing dependency, answered as SERVER_ERROR.
+CODE_STATUSES = {
+    "AUTH_REQUIRED": {401},
+    "FORBIDDEN": {403},
+    "EMAIL_NOT_VERIFIED": {403},
+    "NOT_FOUND": {404},
+    "VALIDATION_ERROR": {400, 413, 431},
+    "INSUFFICIENT_CREDITS": {402},
+    "AGENT_NOT_RUNNING": {409},
+    "GONE": {410},
+    "CONTENT_BLOCKED": {422},
+    "RATE_LIMIT_EXCEEDED": {429},
+    "SERVER_ERROR": {500, 503},
+}
 
 
 @schemathesis.check
@@ -21,6 +55,66 @@ def envelope(response, case):
     return None
 
 
+def _resolve(schema, node):
+    """Follows local $refs (`#/components/...`) in the raw document."""
+    seen = 0
+    while isinstance(node, dict) and "$ref" in node and seen < 10:
+        ref = node["$ref"]
+        if not ref.startswith("#/"):
+            return None
+        target = schema.raw_schema
+        for part in ref[2:].split("/"):
+            target = target.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(target, dict) else {}
+        node = target
+        seen += 1
+    return node if isinstance(node, dict) else None
+
+
+def _documented_codes(case, status):
+    """The `code` values the operation documents for this status (its own or the default response)."""
+    responses = case.operation.definition.raw.get("responses", {})
+    response = responses.get(str(status)) or responses.get("default")
+    response = _resolve(case.operation.schema, response)
+    if response is None:
+        return None
+    media = (response.get("content") or {}).get("application/json") or {}
+    body = _resolve(case.operation.schema, media.get("schema"))
+    code = _resolve(case.operation.schema, ((body or {}).get("properties") or {}).get("code"))
+    if not code:
+        return None
+    if "enum" in code:
+        return set(code["enum"])
+    if "const" in code:
+        return {code["const"]}
+    return None
+
+
+@schemathesis.check
+def documented_error(response, case):
+    """A failure's code is a contract code, documented by the operation, with its status."""
+    if response.status_code < 400:
+        return None
+    if "application/json" not in response.headers.get("Content-Type", ""):
+        return None
+    body = response.json()
+    if not isinstance(body, dict) or not isinstance(body.get("code"), str):
+        return None  # the envelope check reports it
+    code = body["code"]
+    status = response.status_code
+    assert code in ALLOWED_CODES, f"error code {code!r} is not one CONTRACT.md allows"
+    responses = case.operation.definition.raw.get("responses", {})
+    assert str(status) in responses or "default" in responses, (
+        f"status {status} is not documented for {case.operation.verbose_name}"
+    )
+    documented = _documented_codes(case, status)
+    if documented is not None:
+        assert code in documented, (
+            f"error code {code!r} (status {status}) is not documented for {case.operation.verbose_name}"
+        )
+    assert status in CODE_STATUSES[code], f"error code {code!r} answered with status {status}"
+    return None
+
+
 @schemathesis.check
 def no_server_error(response, case):
     """A 5xx for client input is a bug."""
@@ -28,17 +122,57 @@ def no_server_error(response, case):
     return None
 
 
+def _seeded_path_ids(case):
+    """Every other case on a path with a seeded row uses that row's id (FUZZ_PATH_IDS), so
+    the routes answer from real state, not only 404 for a random id. Never for
+    DELETE of the seeded row itself: the rest of the run needs it."""
+    if not case.path_parameters:
+        return
+    for seeded in json.loads(os.environ.get("FUZZ_PATH_IDS", "[]")):
+        if not case.path.startswith(seeded["path"]) or seeded["param"] not in case.path_parameters:
+            continue
+        if case.method.upper() == "DELETE" and case.path == seeded["path"]:
+            continue
+        if zlib.crc32(repr(sorted(case.path_parameters.items())).encode()) % 2 == 0:
+            case.path_parameters = {**case.path_parameters, seeded["param"]: seeded["value"]}
+        return
+
+
+def _no_endless_stream(case):
+    """GET /agents/{id}/logs?stream=true on a running agent is a live SSE stream that never
+    ends: a fuzzer reading the whole body can only time out (the stream has its own tests).
+    A value vine reads as true becomes false; other values still reach the validator."""
+    if case.path != "/agents/{id}/logs" or not case.query or "stream" not in case.query:
+        return
+    if str(case.query["stream"]).lower() in ("true", "1", "on"):
+        case.query = {**case.query, "stream": "false"}
+
+
 @schemathesis.hook
 def before_call(context, case):
     """The API key for /api/v1 (developer API), the JWT everywhere else.
 
-    Left alone when the case already carries an Authorization header, so the
-    ignored_auth check's deliberately wrong credentials reach the server.
+    schemathesis generates an Authorization header for most cases; 1 in 4 of
+    those is kept (header parsing is fuzzed too: a junk credential must get a
+    401 in the envelope), the others get the valid credential, marked as
+    explicit auth so the ignored_auth check then retries without it and with
+    an invalid one and expects 401 (a generated one that gets a 2xx is a finding).
     """
-    import os
-
-    if case.headers and "Authorization" in case.headers:
+    _seeded_path_ids(case)
+    _no_endless_stream(case)
+    generated = (case.headers or {}).get("Authorization")
+    if generated is not None and zlib.crc32(str(generated).encode()) % 4 == 0:
         return
 
     token = os.environ["FUZZ_API_KEY"] if case.path.startswith("/api/v1") else os.environ["FUZZ_JWT"]
     case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
+    case._has_explicit_auth = True
+
+
+@schemathesis.hook
+def after_call(context, case, response):
+    """One line per request (status, method, path) for the run's figures."""
+    log = os.environ.get("FUZZ_REQUEST_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(f"{response.status_code} {case.method} {case.path}\n")

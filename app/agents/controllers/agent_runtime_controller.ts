@@ -47,6 +47,7 @@ export default class AgentRuntimeController {
    * @summary Agent status (lighter than the detail)
    * @description status is one of active, stopped, paused, error (what the owner wants); container is where its container stands: running, starting, queued (waiting for a boot slot or memory), sleeping (idle: stopped until the next message wakes it), stopped, error.
    * @responseBody 200 - {"success":true,"data":{"status":"active","containerId":"proc-9b2f-1a2b3c","messageCount":12,"container":"running"}}
+   * @nullable containerId
    */
   async status({ auth, params }: HttpContext) {
     return statusOf(await ownedAgent(auth.getUserOrFail(), params.id))
@@ -57,6 +58,7 @@ export default class AgentRuntimeController {
    * @summary Agent stats
    * @description uptimeSecs is 0 while the container is not running; container as in status.
    * @responseBody 200 - {"success":true,"data":{"messagesProcessed":12,"uptimeSecs":3600,"lastActiveAt":"2025-01-02T10:00:00.000Z","containerId":"proc-9b2f-1a2b3c","status":"active","container":"running"}}
+   * @nullable lastActiveAt, containerId
    */
   async stats({ auth, params }: HttpContext) {
     return statsOf(await ownedAgent(auth.getUserOrFail(), params.id))

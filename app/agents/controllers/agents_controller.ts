@@ -22,6 +22,7 @@ export default class AgentsController {
    * @description name 2-50 characters; framework an installed framework plugin (openclaw, hermes); config is checked by the framework. Beyond the plan's agent limit: 400. The container starts in the background.
    * @requestBody {"name":"Support Bot","framework":"openclaw","description":"Answers questions","config":{"personality":"Friendly and brief","provider":"openai","apiKey":"sk-..."}}
    * @responseBody 201 - {"success":true,"data":{"id":"9b2f...","name":"Support Bot","slug":"support-bot-x7k2qa","status":"active","framework":"openclaw","messageCount":0,"createdAt":"2025-01-01T00:00:00.000Z","description":"Answers questions","avatarUrl":null,"config":{"personality":"Friendly and brief","provider":"openai","apiKey":"***"},"integrations":[],"lastActiveAt":null,"updatedAt":"2025-01-01T00:00:00.000Z"}}
+   * @nullable description, avatarUrl, lastActiveAt
    */
   async store({ auth, request, response }: HttpContext) {
     const input = await request.validateUsing(createAgentValidator)
@@ -50,6 +51,7 @@ export default class AgentsController {
    * @summary One agent
    * @description Owner only (403 otherwise). Secret config values are answered as ***.
    * @responseBody 200 - {"success":true,"data":{"id":"9b2f...","name":"Support Bot","slug":"support-bot-x7k2qa","status":"active","framework":"openclaw","messageCount":12,"createdAt":"2025-01-01T00:00:00.000Z","description":"Answers questions","avatarUrl":null,"config":{"personality":"Friendly and brief","apiKey":"***"},"integrations":[],"lastActiveAt":"2025-01-02T10:00:00.000Z","updatedAt":"2025-01-01T00:00:00.000Z"}}
+   * @nullable description, avatarUrl, lastActiveAt
    */
   async show({ auth, params }: HttpContext) {
     return presentDetail(await ownedAgent(auth.getUserOrFail(), params.id))
@@ -61,6 +63,7 @@ export default class AgentsController {
    * @description config is deep-merged into the stored config: send only changed keys; *** for a secret keeps the stored value; null removes a key. A config change stores a new version (commitMessage or a generated message) and restarts a running container with it.
    * @requestBody {"name":"Support Bot 2","config":{"personality":"Formal"},"commitMessage":"More formal tone"}
    * @responseBody 200 - {"success":true,"data":{"id":"9b2f...","name":"Support Bot 2","slug":"support-bot-x7k2qa","status":"active","framework":"openclaw","messageCount":12,"createdAt":"2025-01-01T00:00:00.000Z","description":"Answers questions","avatarUrl":null,"config":{"personality":"Formal","apiKey":"***"},"integrations":[],"lastActiveAt":null,"updatedAt":"2025-01-03T00:00:00.000Z"}}
+   * @nullable description, avatarUrl, lastActiveAt
    */
   async update({ auth, params, request }: HttpContext) {
     const input = await request.validateUsing(updateAgentValidator)
@@ -82,6 +85,7 @@ export default class AgentsController {
    * @summary An agent by its slug
    * @description No credential needed. The owner (with a JWT) gets the full agent (secrets masked); anyone else id, name, slug, description, avatarUrl, framework, status.
    * @responseBody 200 - {"success":true,"data":{"id":"9b2f...","name":"Support Bot","slug":"support-bot-x7k2qa","description":"Answers questions","avatarUrl":null,"framework":"openclaw","status":"active"}}
+   * @nullable description, avatarUrl
    */
   async bySlug({ auth, params }: HttpContext) {
     return agentBySlug(String(params.slug), auth.user)

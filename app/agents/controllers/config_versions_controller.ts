@@ -42,6 +42,7 @@ export default class ConfigVersionsController {
    * @summary Restore a config version
    * @description The config becomes that version's; the restore is stored as a new version and a running container is restarted with it. Answers the updated agent, its new version and the version restored from.
    * @responseBody 200 - {"success":true,"data":{"id":"9b2f...","name":"Support Bot","slug":"support-bot-x7k2qa","status":"active","framework":"openclaw","messageCount":12,"createdAt":"2025-01-01T00:00:00.000Z","description":null,"avatarUrl":null,"config":{"personality":"Friendly","apiKey":"***"},"integrations":[],"lastActiveAt":null,"updatedAt":"2025-01-03T00:00:00.000Z","version":3,"restoredFrom":1}}
+   * @nullable description, avatarUrl, lastActiveAt
    */
   async restore({ auth, params }: HttpContext) {
     return restoreConfig(auth.getUserOrFail(), params.id, (agent, trx) =>
@@ -65,6 +66,7 @@ export default class ConfigVersionsController {
    * @summary Restore a config snapshot
    * @description Like restoring its version: stored as a new version; answers the updated agent.
    * @responseBody 200 - {"success":true,"data":{"id":"9b2f...","name":"Support Bot","slug":"support-bot-x7k2qa","status":"active","framework":"openclaw","messageCount":12,"createdAt":"2025-01-01T00:00:00.000Z","description":null,"avatarUrl":null,"config":{"personality":"Friendly","apiKey":"***"},"integrations":[],"lastActiveAt":null,"updatedAt":"2025-01-03T00:00:00.000Z","version":3,"restoredFrom":1}}
+   * @nullable description, avatarUrl, lastActiveAt
    */
   async restoreSnapshot({ auth, params }: HttpContext) {
     return restoreConfig(auth.getUserOrFail(), params.id, (agent, trx) =>

@@ -33,7 +33,7 @@ export default class FeaturesController {
    * @summary Quote an exact payment amount
    * @description Give `tier` or `addonKey`. Pay exactly `amount` of `token` to `recipient` (the treasury) with `memo` in a memo instruction, within 15 minutes, from any wallet; then submit the signature to /features/subscribe or /features/addon. 503 when no price is available.
    * @requestBody {"tier":"pro","paymentToken":"sol","billingPeriod":"monthly"}
-   * @responseBody 200 - {"success":true,"data":{"quoteId":"5b1e...","token":"sol","amount":"0.133267","amountBaseUnits":"133267000","decimals":9,"mint":null,"recipient":"Treasury1111...","memo":"agent-host:Qm9v...","usdValue":19.99,"tokenUsdPrice":150,"purchase":{"kind":"tier","key":"pro","billingPeriod":"monthly"},"expiresAt":"2025-01-01T00:15:00.000Z"}}
+   * @responseBody 200 - {"success":true,"data":{"quoteId":"5b1e...","token":"sol","amount":"0.140408794","amountBaseUnits":"140408794","decimals":9,"mint":null,"recipient":"Treasury1111...","memo":"agent-host:Qm9v...","usdValue":19.99,"tokenUsdPrice":142.37,"purchase":{"kind":"tier","key":"pro","billingPeriod":"monthly"},"expiresAt":"2025-01-01T00:15:00.000Z"}}
    */
   async quote({ auth, request }: HttpContext) {
     const input = await request.validateUsing(quoteValidator)

@@ -86,6 +86,8 @@ function reject(check: PaymentRejectedException['check'], message: string): neve
   throw new PaymentRejectedException(check, message)
 }
 
+const BASE58 = /^[1-9A-HJ-NP-Za-km-z]+$/
+
 /**
  * Checks that `signature` is a finalized, successful transaction that paid
  * the treasury at least the price of `purchase` in `token`, by this account
@@ -106,7 +108,8 @@ export async function verifyPayment(input: VerifyPaymentInput): Promise<Verified
         : null
   const usdCents = purchaseUsdCents(input.purchase)
 
-  if (!isSignature(input.signature)) {
+  // kit's isSignature throws (not false) on characters outside base58: check them first.
+  if (!BASE58.test(input.signature) || !isSignature(input.signature)) {
     reject('signature', 'txSignature is not a valid Solana transaction signature')
   }
   const signature: Signature = input.signature

@@ -38,6 +38,7 @@ export default class ChannelsController {
    * @summary Status of every channel
    * @description One entry per channel: connected, the account when connected (username for telegram and discord, phone for whatsapp, handle for twitter), state (disconnected, connecting, connected, qr_pending, error, logged_out) and lastError in words.
    * @responseBody 200 - {"success":true,"data":{"telegram":{"connected":true,"username":"support_bot","state":"connected","lastError":null},"discord":{"connected":false,"state":"disconnected","lastError":null},"whatsapp":{"connected":false,"state":"qr_pending","lastError":null},"twitter":{"connected":false,"state":"error","lastError":"The X API refused the credentials (401)"}}}
+   * @nullable lastError
    */
   async status({ auth, params }: HttpContext) {
     return channelStatus(auth.getUserOrFail(), params.id)

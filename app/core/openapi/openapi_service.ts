@@ -30,7 +30,34 @@ const EXPLORER_ASSETS: Record<string, string> = {
   'favicon-32x32.png': 'image/png',
 }
 
+const errorEnvelope = (description: string): Schema => ({
+  description,
+  content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
+})
+
 const RESPONSE_OVERRIDES: Record<string, Record<string, Schema>> = {
+  // Streams: the example in the JSDoc can only say text/plain (found by the fuzz).
+  'agents.chat.stream': {
+    200: {
+      description:
+        'Server-sent events: `data: {"token": "..."}` per chunk, then `data: [DONE]` (an error after the start: `data: {"error": "..."}`, then `data: [DONE]`)',
+      content: { 'text/event-stream': { schema: { type: 'string' } } },
+    },
+    400: errorEnvelope('Invalid input (VALIDATION_ERROR)'),
+    401: errorEnvelope('Missing or invalid credential (AUTH_REQUIRED)'),
+  },
+  'agents.logs': {
+    200: {
+      description:
+        'The last `tail` lines as plain text; with stream=true a live event stream, one `data:` event per line',
+      content: {
+        'text/plain': { schema: { type: 'string' } },
+        'text/event-stream': { schema: { type: 'string' } },
+      },
+    },
+    400: errorEnvelope('Invalid input (VALIDATION_ERROR)'),
+    401: errorEnvelope('Missing or invalid credential (AUTH_REQUIRED)'),
+  },
   [OPENAPI_ROUTES.document]: {
     200: {
       description: 'This OpenAPI 3.1 document, not wrapped in the envelope',

@@ -513,4 +513,25 @@ test.group('Plans paid on chain through the HTTP routes', (group) => {
       .json({ tier: 'pro', txSignature: signature })
     anonymous.assertStatus(401)
   })
+
+  test('a txSignature with characters outside base58: 400 naming it on both routes, not 500', async ({
+    client,
+    assert,
+  }) => {
+    const { user, jwt } = await buyer()
+    const before = await snapshot(user)
+    // 0, O, I and l are not base58 (found by the fuzz: the signature check threw).
+    for (const txSignature of ['0'.repeat(64), `${'5'.repeat(80)}OIl0`]) {
+      const subscribe = await client
+        .post('/features/subscribe')
+        .bearerToken(jwt)
+        .json({ tier: 'pro', txSignature })
+      await refused(assert, subscribe, before, user, /txSignature/)
+      const addon = await client
+        .post('/features/addon')
+        .bearerToken(jwt)
+        .json({ addonKey: 'addon.agents.3', txSignature })
+      await refused(assert, addon, before, user, /txSignature/)
+    }
+  })
 })

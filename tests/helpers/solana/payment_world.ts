@@ -1,12 +1,13 @@
-import { generateKeyPairSigner, type Address } from '@solana/kit'
 import { clearPriceCache } from '#billing/services/price_feed'
-import { LocalChain, type Mint } from '#tests/helpers/solana/local_chain'
-import { startSolanaRpc, type SolanaRpcServer } from '#tests/helpers/solana/rpc_server'
-import { startPriceFeed, type PriceFeedServer } from '#tests/helpers/solana/price_feed_server'
+import type { LocalChain, Mint } from '#tests/helpers/solana/local_chain'
+import type { SolanaRpcServer } from '#tests/helpers/solana/rpc_server'
+import type { PriceFeedServer } from '#tests/helpers/solana/price_feed_server'
 import { setPaymentEnv } from '#tests/helpers/solana/payment_env'
+import { startPaymentStandIns, PLATFORM_PRICE_ID } from '#tests/helpers/solana/payment_stand_ins'
 import { createUser } from '#tests/helpers/identity'
+import type { Address } from '@solana/kit'
 
-export const PLATFORM_PRICE_ID = 'agent-host-token'
+export { PLATFORM_PRICE_ID }
 
 /** Everything a payment test needs: a chain, its RPC node, a price feed, the configured addresses. */
 export interface PaymentWorld {
@@ -20,38 +21,20 @@ export interface PaymentWorld {
 }
 
 /**
- * Starts a local chain with a USDC mint (6 decimals) and a platform-token
- * mint (9 decimals), its RPC node and a price feed (SOL 150 USD, platform
- * token 0.02 USD), and points the payment variables at them until close().
+ * Starts the payment stand-ins (payment_stand_ins.ts: a local chain with USDC
+ * and platform-token mints, its RPC node, a price feed at SOL 150 USD and
+ * platform token 0.02 USD) and points the payment variables at them until close().
  */
 export async function startPaymentWorld(): Promise<PaymentWorld> {
-  const chain = new LocalChain()
-  const usdc = await chain.createMint(6)
-  const platform = await chain.createMint(9)
-  const treasurySigner = await generateKeyPairSigner()
-  const treasury = treasurySigner.address
-  const rpc = await startSolanaRpc(chain)
-  const prices = await startPriceFeed({ solana: 150, [PLATFORM_PRICE_ID]: 0.02 })
-  const restoreEnv = setPaymentEnv({
-    SOLANA_RPC_URL: rpc.url,
-    TREASURY_ADDRESS: treasury,
-    USDC_MINT: usdc.address,
-    PLATFORM_TOKEN_MINT: platform.address,
-    PLATFORM_TOKEN_PRICE_ID: PLATFORM_PRICE_ID,
-    PRICE_API_URL: prices.url,
-  })
+  const { env, close, ...world } = await startPaymentStandIns()
+  const restoreEnv = setPaymentEnv(env)
   await clearPriceCache()
   return {
-    chain,
-    rpc,
-    prices,
-    treasury,
-    usdc,
-    platform,
+    ...world,
     async close() {
       restoreEnv()
       await clearPriceCache()
-      await Promise.all([rpc.close(), prices.close()])
+      await close()
     },
   }
 }
