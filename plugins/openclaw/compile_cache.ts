@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { chmod, mkdir, readdir, rename, rm, symlink, writeFile } from 'node:fs/promises'
-import { createServer } from 'node:net'
+import { allocatePort } from '#runtime/process/ports'
 import { dirname, join, relative } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 
@@ -37,17 +37,6 @@ export function sharedCacheDir(cacheDir: string, version: string): string {
 }
 
 const warming = new Map<string, Promise<string | undefined>>()
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
-    })
-  })
-}
 
 export interface WarmOptions {
   nodeExecutable: string
@@ -93,7 +82,7 @@ async function warm(dir: string, options: WarmOptions): Promise<string> {
   const home = join(staging, 'home')
   for (const folder of [workspace, tmp, home]) await mkdir(folder, { recursive: true })
   options.log('warming the openclaw compile cache (one gateway boot)')
-  const port = await freePort()
+  const port = await allocatePort()
   const token = randomBytes(24).toString('hex')
   await writeFile(join(state, 'openclaw.json'), options.renderConfig(port, state, workspace), {
     mode: 0o600,

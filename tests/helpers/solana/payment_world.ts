@@ -1,24 +1,16 @@
 import { clearPriceCache } from '#billing/services/price_feed'
-import type { LocalChain, Mint } from '#tests/helpers/solana/local_chain'
-import type { SolanaRpcServer } from '#tests/helpers/solana/rpc_server'
-import type { PriceFeedServer } from '#tests/helpers/solana/price_feed_server'
 import { setPaymentEnv } from '#tests/helpers/solana/payment_env'
-import { startPaymentStandIns, PLATFORM_PRICE_ID } from '#tests/helpers/solana/payment_stand_ins'
+import {
+  startPaymentStandIns,
+  PLATFORM_PRICE_ID,
+  type PaymentStandIns,
+} from '#tests/helpers/solana/payment_stand_ins'
 import { createUser } from '#tests/helpers/identity'
-import type { Address } from '@solana/kit'
 
 export { PLATFORM_PRICE_ID }
 
 /** Everything a payment test needs: a chain, its RPC node, a price feed, the configured addresses. */
-export interface PaymentWorld {
-  chain: LocalChain
-  rpc: SolanaRpcServer
-  prices: PriceFeedServer
-  treasury: Address
-  usdc: Mint
-  platform: Mint
-  close(): Promise<void>
-}
+export type PaymentWorld = Omit<PaymentStandIns, 'env'>
 
 /**
  * Starts the payment stand-ins (payment_stand_ins.ts: a local chain with USDC
