@@ -215,11 +215,14 @@ try {
     : []
   const byStatus = new Map<string, number>()
   const answered2xx = new Set<string>()
+  const called = new Set<string>()
   for (const line of requests) {
     const [code, method, path] = line.split(' ')
     byStatus.set(code, (byStatus.get(code) ?? 0) + 1)
+    called.add(`${method} ${path}`)
     if (code.startsWith('2')) answered2xx.add(`${method} ${path}`)
   }
+  const never2xx = [...called].filter((operation) => !answered2xx.has(operation)).sort()
   const operations = Math.max(0, ...passes.map((p) => p.passed + p.failed + p.errored))
   const findings = passes.reduce((sum, p) => sum + p.failed + p.errored, 0)
   console.log('\nfuzz figures')
@@ -231,6 +234,7 @@ try {
   console.log(`  operations: ${operations}`)
   console.log(`  requests: ${requests.length}`)
   console.log(`  operations answering 2xx at least once: ${answered2xx.size}`)
+  console.log(`  never 2xx: ${never2xx.join(', ')}`)
   console.log(
     `  statuses: ${[...byStatus]
       .sort()
