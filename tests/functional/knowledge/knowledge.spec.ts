@@ -1,6 +1,8 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
+import type { Assert } from '@japa/assert'
+import type { ApiClient } from '@japa/api-client'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { agentOwners, foldersOf, putToSleep, servingFixtureAgent } from '#tests/helpers/agents_http'
 import { apiKeyFor, createUser, jwtFor } from '#tests/helpers/identity'
@@ -21,6 +23,28 @@ async function mirrored(agentId: string, filename: string): Promise<string | nul
   } catch {
     return null
   }
+}
+
+/** Uploads the fact and the unrelated document to the agent (both must be stored). */
+async function uploadFactAndUnrelated(client: ApiClient, agentId: string, jwt: string) {
+  for (const [filename, content] of [
+    ['zephyr.txt', `Mission log.\n\n${FACT}`],
+    ['recipes.txt', UNRELATED],
+  ]) {
+    const uploaded = await client
+      .post(`/agents/${agentId}/knowledge`)
+      .bearerToken(jwt)
+      .json({ filename, content })
+    uploaded.assertStatus(201)
+  }
+}
+
+/** A system message with the agent's personality and the fact's passage, not the unrelated one. */
+function assertFactOnly(assert: Assert, system: { role: string; content: string }) {
+  assert.equal(system.role, 'system')
+  assert.include(system.content, 'You are a ship computer.')
+  assert.include(system.content, '7-4-1-9')
+  assert.notInclude(system.content, 'Pancakes')
 }
 
 async function owner() {
@@ -137,12 +161,7 @@ test.group('Knowledge: retrieval into the model request', (group) => {
     assert,
   }) => {
     const { user, agent, jwt } = await owner()
-    const upload = (filename: string, content: string) =>
-      client.post(`/agents/${agent.id}/knowledge`).bearerToken(jwt).json({ filename, content })
-    const facts = await upload('zephyr.txt', `Mission log.\n\n${FACT}`)
-    facts.assertStatus(201)
-    const recipes = await upload('recipes.txt', UNRELATED)
-    recipes.assertStatus(201)
+    await uploadFactAndUnrelated(client, agent.id, jwt)
 
     upstream.reset()
     const chat = await client
@@ -150,11 +169,7 @@ test.group('Knowledge: retrieval into the model request', (group) => {
       .bearerToken(await apiKeyFor(user))
       .json({ message: 'What is the launch code of Project Zephyr?' })
     chat.assertStatus(200)
-    const system = upstream.requests[0].body.messages[0]
-    assert.equal(system.role, 'system')
-    assert.include(system.content, 'You are a ship computer.')
-    assert.include(system.content, '7-4-1-9')
-    assert.notInclude(system.content, 'Pancakes')
+    assertFactOnly(assert, upstream.requests[0].body.messages[0])
   })
 
   test('on the customer-key path the passage is in the system message sent to the provider', async ({
@@ -169,17 +184,7 @@ test.group('Knowledge: retrieval into the model request', (group) => {
         apiKey: 'sk-customer-own-key',
       },
     })
-    const jwt = jwtFor(user)
-    for (const [filename, content] of [
-      ['zephyr.txt', `Mission log.\n\n${FACT}`],
-      ['recipes.txt', UNRELATED],
-    ]) {
-      const uploaded = await client
-        .post(`/agents/${agent.id}/knowledge`)
-        .bearerToken(jwt)
-        .json({ filename, content })
-      uploaded.assertStatus(201)
-    }
+    await uploadFactAndUnrelated(client, agent.id, jwtFor(user))
 
     upstream.reset()
     const chat = await client
@@ -193,11 +198,7 @@ test.group('Knowledge: retrieval into the model request', (group) => {
       'Bearer sk-customer-own-key',
       'sent with the customer key'
     )
-    const system = request.body.messages[0]
-    assert.equal(system.role, 'system')
-    assert.include(system.content, 'You are a ship computer.')
-    assert.include(system.content, '7-4-1-9')
-    assert.notInclude(system.content, 'Pancakes')
+    assertFactOnly(assert, request.body.messages[0])
   })
 
   test('knowledge added or deleted between chats is in, then out of, the next prompt', async ({
