@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { test } from '@japa/runner'
 import { startServiceUnderFault, type ServiceUnderFault } from '#tests/helpers/service_under_fault'
 import { startPaymentWorld, type PaymentWorld } from '#tests/helpers/solana/payment_world'
+import { payCreditsPack } from '#tests/helpers/solana/payment_stand_ins'
 
 /**
  * kill -9 of the service at points spread over a payment (verification on
@@ -11,7 +12,6 @@ import { startPaymentWorld, type PaymentWorld } from '#tests/helpers/solana/paym
  * and a Founding Member slot is taken once, only with its payment.
  */
 const KILL_AFTER_MS = [0, 5, 10, 20, 35, 60]
-const CREDITS_PACK_USDC = 30_000_000n
 const PACK_CREDITS = 25_000
 /** Kill points as fractions of a whole Founding Member purchase. */
 const FOUNDING_KILL_AT = [0.5, 0.85, 1]
@@ -52,17 +52,7 @@ test.group('Fault: the service is killed (-9) in the middle of a payment', (grou
 
     const outcomes: string[] = []
     for (const ms of KILL_AFTER_MS) {
-      const tx = await world.chain.transferToken({
-        mint: world.usdc,
-        from: wallet,
-        toOwner: world.treasury,
-        amount: CREDITS_PACK_USDC,
-      })
-      const body = {
-        addonKey: 'addon.ai_credits.25000',
-        txSignature: tx.signature,
-        paymentToken: 'usdc',
-      }
+      const body = await payCreditsPack(world, wallet)
       const first = service
         .call('/features/addon', { method: 'POST', token, json: body })
         .catch((error: Error) => error)
@@ -78,7 +68,7 @@ test.group('Fault: the service is killed (-9) in the middle of a payment', (grou
       if (retry.status === 400) assert.equal(retry.body.code, 'VALIDATION_ERROR')
 
       const payments = await query('select status from payments where signature = $1', [
-        tx.signature,
+        body.txSignature,
       ])
       assert.lengthOf(payments, 1, `the payment of round ${ms} ms is recorded once`)
     }

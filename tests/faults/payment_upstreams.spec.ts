@@ -2,6 +2,7 @@ import { test } from '@japa/runner'
 import type { Assert } from '@japa/assert'
 import { startServiceUnderFault, type ServiceUnderFault } from '#tests/helpers/service_under_fault'
 import { startPaymentWorld, type PaymentWorld } from '#tests/helpers/solana/payment_world'
+import { payCreditsPack } from '#tests/helpers/solana/payment_stand_ins'
 
 /**
  * The Solana RPC node and the price feed fail for real under a running
@@ -9,7 +10,6 @@ import { startPaymentWorld, type PaymentWorld } from '#tests/helpers/solana/paym
  * gets a bounded, clear 503 and nothing is applied; once the upstream is
  * back the same payment goes through, exactly once.
  */
-const CREDITS_PACK_USDC = 30_000_000n
 const PACK_CREDITS = 25_000
 /** What "promptly" means here: far below any client timeout, generous for a loaded machine. */
 const PROMPT_MS = 5_000
@@ -65,17 +65,7 @@ test.group('Fault: the Solana RPC node or the price feed is down or hangs', (gro
       wallet.address,
       email,
     ])
-    const tx = await world.chain.transferToken({
-      mint: world.usdc,
-      from: wallet,
-      toOwner: world.treasury,
-      amount: CREDITS_PACK_USDC,
-    })
-    const body = {
-      addonKey: 'addon.ai_credits.25000',
-      txSignature: tx.signature,
-      paymentToken: 'usdc',
-    }
+    const body = await payCreditsPack(world, wallet)
     const balanceOf = async () => {
       const answer = await service.call('/ai-credits/balance', { token })
       return answer.body.data.balance as number
@@ -87,7 +77,7 @@ test.group('Fault: the Solana RPC node or the price feed is down or hangs', (gro
         `select (select count(*) from payments where signature = $1)::int as payments,
                 (select count(*) from credit_ledger l join users u on u.id = l.user_id
                   where u.email = $2 and l.kind = 'purchase')::int as purchases`,
-        [tx.signature, email]
+        [body.txSignature, email]
       )
       return rows[0] as { payments: number; purchases: number }
     }

@@ -10,13 +10,13 @@ import { exportSections } from '#identity/services/export_sections'
 import type User from '#identity/models/user'
 import { createUser, creditsOf, jwtFor, reloadUser } from '#tests/helpers/identity'
 import { startPaymentWorld, type PaymentWorld } from '#tests/helpers/solana/payment_world'
+import { payCreditsPack } from '#tests/helpers/solana/payment_stand_ins'
 
 /** Catalogue prices at the harness feed price of 150 USD per SOL, rounded up. */
 const STARTER_LAMPORTS = 46_600_000n
 const PRO_LAMPORTS = 133_266_667n
 const PRO_ANNUAL_LAMPORTS = 1_332_666_667n
 const AGENTS_PACK_USDC = 6_990_000n
-const CREDITS_PACK_USDC = 30_000_000n
 
 interface Buyer {
   user: User
@@ -245,17 +245,7 @@ test.group('Plans paid on chain through the HTTP routes', (group) => {
     assert,
   }) => {
     const { user, wallet, jwt } = await buyer()
-    const tx = await world.chain.transferToken({
-      mint: world.usdc,
-      from: wallet,
-      toOwner: world.treasury,
-      amount: CREDITS_PACK_USDC,
-    })
-    const body = {
-      addonKey: 'addon.ai_credits.25000',
-      txSignature: tx.signature,
-      paymentToken: 'usdc',
-    }
+    const body = await payCreditsPack(world, wallet)
     const response = await client.post('/features/addon').bearerToken(jwt).json(body)
     response.assertStatus(200)
     assert.equal(response.body().data.aiCreditsBalance, 25_000)

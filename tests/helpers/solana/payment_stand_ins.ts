@@ -1,10 +1,30 @@
-import { generateKeyPairSigner, type Address } from '@solana/kit'
+import { generateKeyPairSigner, type Address, type KeyPairSigner } from '@solana/kit'
 import { LocalChain, type Mint } from '#tests/helpers/solana/local_chain'
 import { startSolanaRpc, type SolanaRpcServer } from '#tests/helpers/solana/rpc_server'
 import { startPriceFeed, type PriceFeedServer } from '#tests/helpers/solana/price_feed_server'
 import type { PaymentEnvKey } from '#tests/helpers/solana/payment_env'
 
 export const PLATFORM_PRICE_ID = 'agent-host-token'
+
+/** The 25,000 AI Credit pack's price in USDC base units (30 USD). */
+export const CREDITS_PACK_USDC = 30_000_000n
+
+/**
+ * `wallet` pays the 25,000 AI Credit pack in USDC on the local chain; answers
+ * the `POST /features/addon` body that claims it.
+ */
+export async function payCreditsPack(
+  standIns: Pick<PaymentStandIns, 'chain' | 'usdc' | 'treasury'>,
+  wallet: KeyPairSigner
+) {
+  const tx = await standIns.chain.transferToken({
+    mint: standIns.usdc,
+    from: wallet,
+    toOwner: standIns.treasury,
+    amount: CREDITS_PACK_USDC,
+  })
+  return { addonKey: 'addon.ai_credits.25000', txSignature: tx.signature, paymentToken: 'usdc' }
+}
 
 /** The outside services payments need, played locally, and the settings that point at them. */
 export interface PaymentStandIns {
