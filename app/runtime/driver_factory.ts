@@ -32,6 +32,7 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
         agentsDir,
         cacheDir,
         compileCache: process.env.AGENT_COMPILE_CACHE !== 'off',
+        checkpoints: process.env.AGENT_CHECKPOINT !== 'off',
         log: settings.log,
       })
     case 'docker':

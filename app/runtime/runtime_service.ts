@@ -244,7 +244,7 @@ export class RuntimeService {
   async sleep(agentId: string): Promise<void> {
     this.#sleeping.add(agentId)
     try {
-      await this.driver.stop(agentId)
+      await (this.driver.hibernate ? this.driver.hibernate(agentId) : this.driver.stop(agentId))
     } finally {
       // A stop that emitted no event (nothing ran) leaves no mark behind.
       this.#sleeping.delete(agentId)

@@ -160,6 +160,13 @@ export interface ContainerDriver {
   /** Stops it: SIGTERM, then SIGKILL after the grace period. Keeps its data. */
   stop(agentId: string): Promise<void>
 
+  /**
+   * Sleep (scale to zero): like stop, but where the driver can it keeps the
+   * running processes on disk so that the next start resumes them instead
+   * of booting the framework (the process driver, with CRIU).
+   */
+  hibernate?(agentId: string): Promise<void>
+
   /** Stops it and deletes its container, volume and folder. Irreversible. */
   remove(agentId: string): Promise<void>
 

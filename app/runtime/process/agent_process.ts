@@ -1,14 +1,23 @@
 import { setPriority } from 'node:os'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { closeSync } from 'node:fs'
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { ProcessLaunch } from '#plugins/types'
 import type { AgentPaths } from '#runtime/agent_paths'
 import type { ContainerInfo, ContainerUsage, RuntimeEvent } from '#runtime/types'
 import type { AgentCgroup } from '#runtime/process/cgroups'
+import type { AgentCheckpoint } from '#runtime/process/checkpoint'
 import { LogFile } from '#runtime/process/log_file'
-import { isAlive, readProcStat, ticksPerSecond, treeUsage } from '#runtime/process/proc_stats'
+import {
+  childPids,
+  isAlive,
+  readProcStat,
+  ticksPerSecond,
+  treeUsage,
+} from '#runtime/process/proc_stats'
 import {
   deleteRecord,
   killStrayProcesses,
@@ -50,6 +59,21 @@ export interface PreparedLaunch {
    * cgroups are not writable.
    */
   cgroup?: AgentCgroup
+  /** Files opened read-only as descriptors 3, 4, … at each spawn (the sandbox's seccomp program). */
+  inheritFiles: string[]
+  /**
+   * Where a sleep checkpoints the agent and a wake restores it
+   * (app/runtime/process/checkpoint.ts); unset where that cannot work.
+   */
+  checkpoint?: {
+    store: AgentCheckpoint
+    /** The sandbox's root folder, restored on top of. */
+    rootDir: string
+    /** The agent's uid, which CRIU runs with. */
+    uid: number
+    /** This launch's fingerprint: a checkpoint of another launch is never restored. */
+    fingerprint: string
+  }
 }
 
 /**
@@ -62,6 +86,9 @@ export interface PreparedLaunch {
 const CGROUP_GATE = ['-c', 'read -r _ && exec "$@" </dev/null', 'agent-cgroup-gate']
 
 type Emit = (event: RuntimeEvent) => void
+
+/** Longest a restore may take before it counts as failed (a restore of 1 GB takes ~1-2 s). */
+const RESTORE_TIMEOUT_MS = 30_000
 
 function describeExit(code: number | null, signal: NodeJS.Signals | null): string {
   if (signal) return `killed by ${signal}`
@@ -192,6 +219,7 @@ export class AgentProcess {
     this.#consecutiveCrashes = 0
     this.lastError = null
     this.#stopping = false
+    if (await this.#restore()) return
     await this.#spawn()
   }
 
@@ -202,42 +230,138 @@ export class AgentProcess {
     this.state = 'starting'
     this.#cpuSample = undefined
 
-    const fd = this.logFile.openForChild()
+    // A stale checkpoint must never be restored over what this run does.
+    if (prepared.checkpoint) await prepared.checkpoint.store.discard()
+    const child = this.#launch(prepared.launch, {
+      cwd: this.paths.workspace,
+      uid: prepared.uid,
+      gid: prepared.gid,
+      inheritFiles: prepared.inheritFiles,
+    })
+    if (child instanceof Error) {
+      this.#onExit(generation, `failed to start: ${child.message}`)
+      return
+    }
+    await this.#watch(generation, child, prepared)
+  }
+
+  /**
+   * Wakes the agent from its checkpoint. False, with nothing left running,
+   * when there is none for this launch or CRIU could not restore it (the
+   * caller boots it instead).
+   */
+  async #restore(): Promise<boolean> {
+    const prepared = this.prepared
+    const checkpoint = prepared?.checkpoint
+    if (!prepared || !checkpoint) return false
+    const meta = await checkpoint.store.meta()
+    if (!meta) return false
+    if (meta.fingerprint !== checkpoint.fingerprint || meta.port !== prepared.port) {
+      this.logFile.note(
+        'its checkpoint is of an older launch (config, skills or port changed): booting'
+      )
+      await checkpoint.store.discard()
+      return false
+    }
+    const generation = ++this.#generation
+    this.state = 'starting'
+    this.#cpuSample = undefined
+    const pidFile = join(this.paths.runtime, 'restored.pid')
+    await rm(pidFile, { force: true })
+    const child = this.#launch(
+      checkpoint.store.restoreCommand({
+        uid: checkpoint.uid,
+        rootDir: checkpoint.rootDir,
+        pidFile,
+      }),
+      { cwd: this.paths.runtime, inheritFiles: [] }
+    )
+    const restored =
+      !(child instanceof Error) && (await this.#watch(generation, child, prepared, { pidFile }))
+    if (restored) {
+      await checkpoint.store.consume()
+      return true
+    }
+    const reason = child instanceof Error ? child.message : await checkpoint.store.restoreErrors()
+    this.logFile.note(`could not restore its checkpoint (${reason}): booting`)
+    await checkpoint.store.discard()
+    return false
+  }
+
+  /** Until CRIU names the restored tree (true) or ends first (false). */
+  async #restoreFinished(pidFile: string, ended: () => boolean): Promise<boolean> {
+    const deadline = Date.now() + RESTORE_TIMEOUT_MS
+    while (Date.now() < deadline) {
+      if (ended()) return false
+      if (existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim()) return true
+      await sleep(20)
+    }
+    return false
+  }
+
+  /**
+   * Spawns `launch` in its own process group, output to the agent's log,
+   * behind the cgroup gate when the agent has groups. Undefined (and a
+   * failed start reported) when it could not be spawned.
+   */
+  #launch(
+    launch: { command: string; args: string[] },
+    options: { cwd: string; uid?: number; gid?: number; inheritFiles: string[] }
+  ): ChildProcess | Error {
+    const prepared = this.prepared!
     const cgroup = prepared.cgroup
-    let child: ChildProcess
+    const fd = this.logFile.openForChild()
+    const inherited: number[] = []
     try {
-      child = spawn(
-        cgroup ? '/bin/sh' : prepared.launch.command,
-        cgroup
-          ? [...CGROUP_GATE, prepared.launch.command, ...prepared.launch.args]
-          : prepared.launch.args,
+      for (const file of options.inheritFiles) inherited.push(openSync(file, 'r'))
+      return spawn(
+        cgroup ? '/bin/sh' : launch.command,
+        cgroup ? [...CGROUP_GATE, launch.command, ...launch.args] : launch.args,
         {
-          cwd: this.paths.workspace,
+          cwd: options.cwd,
           env: prepared.env,
-          uid: prepared.uid,
-          gid: prepared.gid,
+          uid: options.uid,
+          gid: options.gid,
           detached: true,
-          stdio: [cgroup ? 'pipe' : 'ignore', fd, fd],
+          stdio: [cgroup ? 'pipe' : 'ignore', fd, fd, ...inherited],
         }
       )
     } catch (error) {
+      return error as Error
+    } finally {
       closeSync(fd)
-      this.#onExit(generation, `failed to start: ${(error as Error).message}`)
-      return
+      for (const descriptor of inherited) closeSync(descriptor)
     }
-    closeSync(fd)
+  }
+
+  /**
+   * Follows a spawned run: exit events, cgroups, its record, `running`.
+   * For a restore (`restore` set) it first waits for CRIU to finish: false
+   * (and nothing reported) when CRIU ended before it did.
+   */
+  async #watch(
+    generation: number,
+    child: ChildProcess,
+    prepared: PreparedLaunch,
+    restore?: { pidFile: string }
+  ): Promise<boolean> {
+    const cgroup = prepared.cgroup
     this.#child = child
 
     let settled = false
+    let endReason = ''
+    // A restore's own failure is no crash: its exit is reported only once it restored.
+    let following = !restore
     const onEnd = (reason: string) => {
       if (settled) return
       settled = true
-      this.#onExit(generation, reason)
+      endReason = reason
+      if (following) this.#onExit(generation, reason)
     }
     child.once('error', (error) => onEnd(`failed to start: ${error.message}`))
     child.once('exit', (code, signal) => onEnd(describeExit(code, signal)))
 
-    if (!child.pid) return // 'error' follows (command not found)
+    if (!child.pid) return false // 'error' follows (command not found)
     lowerPriority(child.pid)
     if (cgroup) {
       this.#oomKillsAtStart = cgroup.oomKills()
@@ -250,6 +374,19 @@ export class AgentProcess {
         // Never run it outside its limits: this start fails (and is retried as a crash).
         this.logFile.note(`could not join its cgroups: ${(error as Error).message}`)
         child.kill('SIGKILL')
+      }
+    }
+    if (restore) {
+      if (!(await this.#restoreFinished(restore.pidFile, () => settled))) {
+        if (!settled) signalTree(child.pid, [], 'SIGKILL')
+        this.#child = undefined
+        return false
+      }
+      following = true
+      if (settled) {
+        // Restored, then ended at once: a crash like any other.
+        this.#onExit(generation, endReason)
+        return true
       }
     }
     const stat = readProcStat(child.pid)
@@ -268,14 +405,17 @@ export class AgentProcess {
     if (settled || generation !== this.#generation) {
       // It ended while the record was being written: do not leave a record of a dead process.
       if (this.record?.pid !== child.pid) await deleteRecord(this.paths.recordFile)
-      return
+      return true
     }
     this.state = 'running'
     this.logFile.note(
-      `started ${prepared.framework} as process ${child.pid} on 127.0.0.1:${prepared.port}`
+      restore
+        ? `restored ${prepared.framework} from its checkpoint under process ${child.pid} on 127.0.0.1:${prepared.port}`
+        : `started ${prepared.framework} as process ${child.pid} on 127.0.0.1:${prepared.port}`
     )
     this.emit({ type: 'started', agentId: this.agentId, containerId, at: new Date() })
     this.#startPolling()
+    return true
   }
 
   #onExit(generation: number, exitReason: string) {
@@ -430,6 +570,11 @@ export class AgentProcess {
       while (isAlive(record.pid) && Date.now() < killDeadline) await sleep(50)
       this.#onExit(this.#generation, 'stopped')
     }
+    await this.#stopped('stopped')
+  }
+
+  /** What every stop ends with: no run, no record, no groups. */
+  async #stopped(note: string) {
     this.#generation++
     this.#child = undefined
     this.record = undefined
@@ -438,7 +583,49 @@ export class AgentProcess {
     this.#stopPolling()
     // Whatever left its process group goes too, with the groups.
     await this.prepared?.cgroup?.release()
-    this.logFile.note('stopped')
+    this.logFile.note(note)
+  }
+
+  /**
+   * Sleep with a checkpoint: the framework's processes are written to disk
+   * (app/runtime/process/checkpoint.ts) and end, and the next start
+   * restores them. False, with the agent still running, when no checkpoint
+   * could be taken (the caller then stops it).
+   */
+  async hibernate(): Promise<boolean> {
+    const checkpoint = this.prepared?.checkpoint
+    const record = this.record
+    if (!checkpoint || !record || this.state !== 'running' || !isAlive(record.pid)) return false
+    // The sandbox's launcher (bubblewrap, or CRIU after a restore) has one child: the framework.
+    const framework = childPids(record.pid)
+    if (framework.length !== 1) return false
+    this.#stopping = true
+    const exited = new Promise<void>((resolve) => this.#exitWaiters.push(resolve))
+    const result = await checkpoint.store.dump({
+      pid: framework[0],
+      uid: checkpoint.uid,
+      meta: {
+        fingerprint: checkpoint.fingerprint,
+        framework: this.prepared!.framework,
+        port: record.port,
+      },
+    })
+    if (!result.meta) {
+      this.logFile.note(`no checkpoint (${result.error})`)
+      return false
+    }
+    // The dump ended the framework; its launcher follows.
+    if (this.#child) {
+      await Promise.race([exited, sleep(5000)])
+    } else {
+      const deadline = Date.now() + 5000
+      while (isAlive(record.pid) && Date.now() < deadline) await sleep(20)
+      this.#onExit(this.#generation, 'checkpointed')
+    }
+    await this.#stopped(
+      `asleep: checkpointed to disk (${Math.round(result.meta.bytes / 1024 / 1024)} MB), no memory held`
+    )
+    return true
   }
 
   /** CPU over the window since the last reading (or a short fresh window) and resident memory. */

@@ -76,6 +76,19 @@ export function isAlive(pid: number): boolean {
   return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X'
 }
 
+/** The pids of a process's direct children (the kernel's own list of its main thread). */
+export function childPids(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number)
+  } catch {
+    return []
+  }
+}
+
 /** The process's environment as a map, or undefined when it cannot be read. */
 export function readProcEnviron(pid: number): Map<string, string> | undefined {
   try {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { existsSync, readdirSync } from 'node:fs'
 import { chmod, mkdir, readdir, rm, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
@@ -19,7 +20,9 @@ import {
   type RestartPolicy,
   type SupervisorSettings,
 } from '#runtime/process/agent_process'
-import { agentRunUid, sandboxLaunch } from '#runtime/process/sandbox'
+import { agentRunUid, agentUid, sandboxLaunch } from '#runtime/process/sandbox'
+import { AgentCheckpoint, criu } from '#runtime/process/checkpoint'
+import { ioUringFilterFile } from '#runtime/process/seccomp'
 import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
 import { buildChildEnv } from '#runtime/process/child_env'
 import { LogFile } from '#runtime/process/log_file'
@@ -61,6 +64,12 @@ export interface ProcessDriverOptions {
    * agents (default true; AGENT_COMPILE_CACHE=off turns it off).
    */
   compileCache?: boolean
+  /**
+   * A sleep checkpoints the agent with CRIU where this host can
+   * (app/runtime/process/checkpoint.ts; default true; AGENT_CHECKPOINT=off
+   * turns it off).
+   */
+  checkpoints?: boolean
   /** The service's log. */
   log?: (message: string, detail?: Record<string, unknown>) => void
 }
@@ -135,6 +144,22 @@ function sayLimits(withCgroups: boolean, log: (message: string) => void) {
       ? 'agent limits: each agent in its own cgroup v1 memory, cpu and pids groups (agent-host/<agent id>)'
       : 'agent limits: cgroups are not writable here (needs root and cgroup v1 memory, cpu and pids): process count by RLIMIT_NPROC, memory by a watcher'
   )
+}
+
+let checkpointsSaid = false
+
+/**
+ * What a checkpoint was taken of: the framework, its launch, environment
+ * and rendered files (config, skills). Hashed, as it holds secrets.
+ */
+function launchFingerprint(launch: {
+  framework: string
+  command: string
+  args: string[]
+  env: Record<string, string>
+  rendered: RenderedFile[]
+}): string {
+  return createHash('sha256').update(JSON.stringify(launch)).digest('hex')
 }
 
 /** Said once per process: agents run without the mount-namespace sandbox here. */
@@ -247,11 +272,17 @@ export class ProcessDriver implements ContainerDriver {
       }
     }
 
-    // A live process keeps its port: its rendered config must not move it.
+    // A live process keeps its port: its rendered config must not move it. A
+    // checkpoint listens where it was taken: a wake restores it only there.
+    const checkpoint = new AgentCheckpoint(join(paths.runtime, 'checkpoint'))
+    const checkpointMeta = await checkpoint.meta()
     const port =
       (agent?.isLive() ? agent.port : undefined) ??
       adoptable?.port ??
-      (await allocatePort({ preferred: agent?.port, taken: this.#takenPorts(spec.agentId) }))
+      (await allocatePort({
+        preferred: agent?.port ?? checkpointMeta?.port,
+        taken: this.#takenPorts(spec.agentId),
+      }))
 
     const context = {
       agentId: spec.agentId,
@@ -263,10 +294,11 @@ export class ProcessDriver implements ContainerDriver {
       paths: { state: paths.state, workspace: paths.workspace },
     }
     const logFile = agent?.logFile ?? new LogFile(paths.logFile)
-    await writeRenderedFiles(paths, [
+    const rendered = [
       ...(await plugin.renderFiles(context)),
       ...renderedSkillFiles(plugin, spec.skills),
-    ])
+    ]
+    await writeRenderedFiles(paths, rendered)
     const launch = await plugin.processLaunch(context, paths, {
       nodeExecutable: this.#node,
       ensureNpmPackage: (name, version) =>
@@ -289,6 +321,7 @@ export class ProcessDriver implements ContainerDriver {
       launch,
       readOnly: [this.options.cacheDir, this.#node],
       maxProcesses: spec.resources?.pids ?? plugin.resources.pids,
+      seccompFile: await ioUringFilterFile(join(this.options.cacheDir, 'sandbox')),
     })
     if (sandboxed.confinement !== 'bubblewrap')
       warnWeakSandbox(sandboxed.confinement, (message) => this.#log(message))
@@ -309,26 +342,56 @@ export class ProcessDriver implements ContainerDriver {
       )
       this.#agents.set(spec.agentId, agent)
     }
+    const env = buildChildEnv({
+      agentId: spec.agentId,
+      paths,
+      nodeExecutable: this.#node,
+      pluginEnv: launch.env,
+    })
     agent.prepared = {
       framework: plugin.name,
       launch: { ...launch, command: sandboxed.command, args: sandboxed.args },
       uid: sandboxed.uid,
       gid: sandboxed.gid,
-      env: buildChildEnv({
-        agentId: spec.agentId,
-        paths,
-        nodeExecutable: this.#node,
-        pluginEnv: launch.env,
-      }),
+      env,
       port,
       memoryLimitMb,
       cgroup,
+      inheritFiles: sandboxed.inheritFiles,
+      checkpoint: this.#checkpointing(sandboxed.rootDir)
+        ? {
+            store: checkpoint,
+            rootDir: sandboxed.rootDir!,
+            uid: agentUid(spec.agentId),
+            fingerprint: launchFingerprint({
+              framework: `${plugin.name}@${plugin.version}`,
+              command: sandboxed.command,
+              args: sandboxed.args,
+              env,
+              rendered,
+            }),
+          }
+        : undefined,
     }
     if (adoptable) {
       agent.adopt(adoptable)
       this.#log(`adopted agent ${spec.agentId} process ${adoptable.pid}`)
     }
     return agent.info()
+  }
+
+  /** True when a sleep here may checkpoint an agent in this sandbox (said once when not). */
+  #checkpointing(rootDir: string | undefined): boolean {
+    if (this.options.checkpoints === false) return false
+    const { path, reason } = criu()
+    if (path && rootDir) return true
+    if (!checkpointsSaid) {
+      checkpointsSaid = true
+      this.#log(
+        `agent checkpoints are off: ${reason ?? 'the sandbox is not the root layout (needs root and bubblewrap)'}; a sleeping agent wakes by booting`
+      )
+    }
+    return false
   }
 
   /** The agent's cgroups with these limits, where this host lets the service make them. */
@@ -365,25 +428,40 @@ export class ProcessDriver implements ContainerDriver {
     })
   }
 
-  stop(agentId: string): Promise<void> {
+  /**
+   * Sleep: checkpoints the agent's processes to disk where this host can,
+   * so that the next start restores them; otherwise (or when the checkpoint
+   * fails) stops it like stop().
+   */
+  hibernate(agentId: string): Promise<void> {
     return this.#exclusive(agentId, async () => {
       const agent = this.#agents.get(agentId)
-      if (agent) {
-        const wasLive = agent.isLive()
-        await agent.stop()
-        if (wasLive) this.#emit({ type: 'stopped', agentId, at: new Date() })
-        return
-      }
-      // Not supervised by this run of the service: stop what the record names.
-      const paths = this.#paths(agentId)
-      const record = await readRecord(paths.recordFile)
-      if (record) {
-        await killRecordedProcess(record, this.#settings.stopGraceMs)
-        await deleteRecord(paths.recordFile)
-      }
-      const bases = cgroupBases()
-      if (bases) await new AgentCgroup(agentId, bases).release()
+      if (!agent?.isLive() || !(await agent.hibernate())) return this.#stop(agentId)
+      this.#emit({ type: 'stopped', agentId, at: new Date() })
     })
+  }
+
+  stop(agentId: string): Promise<void> {
+    return this.#exclusive(agentId, () => this.#stop(agentId))
+  }
+
+  async #stop(agentId: string): Promise<void> {
+    const agent = this.#agents.get(agentId)
+    if (agent) {
+      const wasLive = agent.isLive()
+      await agent.stop()
+      if (wasLive) this.#emit({ type: 'stopped', agentId, at: new Date() })
+      return
+    }
+    // Not supervised by this run of the service: stop what the record names.
+    const paths = this.#paths(agentId)
+    const record = await readRecord(paths.recordFile)
+    if (record) {
+      await killRecordedProcess(record, this.#settings.stopGraceMs)
+      await deleteRecord(paths.recordFile)
+    }
+    const bases = cgroupBases()
+    if (bases) await new AgentCgroup(agentId, bases).release()
   }
 
   async remove(agentId: string): Promise<void> {

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync } from 'node:fs'
-import { chmod, lchown, mkdir, readdir, stat, writeFile } from 'node:fs/promises'
+import { existsSync, statSync } from 'node:fs'
+import { chmod, lchown, lstat, mkdir, readdir, stat, symlink, writeFile } from 'node:fs/promises'
 import { dirname, isAbsolute, join } from 'node:path'
 import type { AgentPaths } from '#runtime/agent_paths'
 import type { ProcessLaunch } from '#plugins/types'
@@ -19,7 +19,15 @@ import type { ProcessLaunch } from '#plugins/types'
  *   no /work, /root, /home or service storage. The network is shared (it
  *   reaches the model proxy and the internet).
  * - prlimit caps its process count (RLIMIT_NPROC counts per uid, and the
- *   uid is the agent's own) and open files.
+ *   uid is the agent's own) and open files; a seccomp filter refuses io_uring.
+ *
+ * As root (the usual case) bubblewrap builds the namespace as root, on a
+ * root folder of the agent's own (`sandbox-root`: the mount points and its
+ * /etc/passwd), and drops to the agent's uid with setpriv (no capabilities,
+ * no new privileges) before the framework starts; the framework's output
+ * is opened inside the namespace. That layout is what CRIU can checkpoint
+ * and restore (app/runtime/process/checkpoint.ts). Without root, bubblewrap
+ * makes an unprivileged user namespace instead (no checkpoints).
  *
  * Without bubblewrap the agent still runs under its own uid (when the
  * service runs as root), which a warning in the log says; without root it
@@ -27,16 +35,28 @@ import type { ProcessLaunch } from '#plugins/types'
  */
 export const BWRAP = ['/usr/bin/bwrap', '/bin/bwrap'].find((path) => existsSync(path))
 const PRLIMIT = ['/usr/bin/prlimit', '/bin/prlimit'].find((path) => existsSync(path))
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((path) => existsSync(path))
 
 /**
- * New user, IPC, UTS and cgroup namespaces plus the mount namespace; the
- * network and pid namespaces stay the host's: the agent reaches the model
- * proxy on loopback, and bubblewrap execs the framework directly, so the
- * supervisor's SIGTERM reaches it (a pid namespace's init would take the
- * whole tree down with SIGKILL at once). In /proc it sees other processes
- * exist, not their environment or files (other uids).
+ * Without root: new user, IPC, UTS and cgroup namespaces plus the mount
+ * namespace; the network and pid namespaces stay the host's: the agent
+ * reaches the model proxy on loopback, and bubblewrap execs the framework
+ * directly, so the supervisor's SIGTERM reaches it (a pid namespace's init
+ * would take the whole tree down with SIGKILL at once). In /proc it sees
+ * other processes exist, not their environment or files (other uids).
  */
-const NAMESPACES = ['--unshare-user-try', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try']
+const USER_NAMESPACES = [
+  '--unshare-user-try',
+  '--unshare-ipc',
+  '--unshare-uts',
+  '--unshare-cgroup-try',
+]
+/**
+ * As root: IPC and UTS namespaces plus the mount namespace. No user
+ * namespace (the uid drop does its job, and CRIU restores only namespaces
+ * the init user namespace owns), no cgroup namespace (CRIU).
+ */
+const ROOT_NAMESPACES = ['--unshare-ipc', '--unshare-uts']
 
 /** First uid of the range agents get (far above any account a system creates). */
 const AGENT_UID_BASE = 1_000_000
@@ -54,20 +74,32 @@ const runsAsRoot = process.getuid?.() === 0
 export function agentRunUid(agentId: string): number {
   return runsAsRoot ? agentUid(agentId) : (process.getuid?.() ?? 0)
 }
+
+/** True when the root layout applies here: root, bubblewrap and setpriv. */
+function usesRootLayout(): boolean {
+  return runsAsRoot && SETPRIV !== undefined
+}
+
 let bubblewrapProbe: boolean | undefined
 
-/** True when bubblewrap is installed and can make a sandbox as an unprivileged user here. */
+/** True when bubblewrap is installed and can make this host's kind of sandbox. */
 export function bubblewrapWorks(): boolean {
   if (bubblewrapProbe !== undefined) return bubblewrapProbe
   if (!BWRAP) return (bubblewrapProbe = false)
   const probe = spawnSync(
     BWRAP,
     [
-      ...[...NAMESPACES, '--ro-bind', '/usr', '/usr', '--ro-bind', '/proc', '/proc'],
+      ...(usesRootLayout() ? ROOT_NAMESPACES : USER_NAMESPACES),
+      ...['--ro-bind', '/usr', '/usr', '--proc', '/proc'],
       ...['--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64'],
+      ...(usesRootLayout() ? [SETPRIV!, '--reuid=65534', '--regid=65534', '--clear-groups'] : []),
       '/usr/bin/true',
     ],
-    { stdio: 'ignore', timeout: 10_000, ...(runsAsRoot ? { uid: 65534, gid: 65534 } : {}) }
+    {
+      stdio: 'ignore',
+      timeout: 10_000,
+      ...(runsAsRoot && !usesRootLayout() ? { uid: 65534, gid: 65534 } : {}),
+    }
   )
   return (bubblewrapProbe = probe.status === 0)
 }
@@ -80,6 +112,8 @@ export interface SandboxRequest {
   readOnly: string[]
   /** Most processes the agent may run at once. */
   maxProcesses: number
+  /** A seccomp program for bubblewrap (app/runtime/process/seccomp.ts), when there is one. */
+  seccompFile?: string
 }
 
 export interface SandboxedLaunch {
@@ -89,6 +123,13 @@ export interface SandboxedLaunch {
   gid?: number
   /** How the agent is confined, for the log. */
   confinement: 'bubblewrap' | 'uid' | 'none'
+  /** Files the launch reads from inherited descriptors 3, 4, …, opened at each spawn. */
+  inheritFiles: string[]
+  /**
+   * The root folder of a root-layout sandbox: its processes can be
+   * checkpointed, and are restored on top of it. Unset otherwise.
+   */
+  rootDir?: string
 }
 
 /** System files a program commonly reads; bound read-only when the host has them. */
@@ -126,6 +167,66 @@ async function chownTree(path: string, uid: number, gid: number): Promise<void> 
     if (entry.isDirectory()) await chownTree(child, uid, gid)
     else await lchown(child, uid, gid)
   }
+}
+
+/** An account of its own in the sandbox's /etc: without one, os.userInfo() fails. */
+function accountFiles(id: number, home: string) {
+  return {
+    passwd: `agent:x:${id}:${id}:agent:${home}:/bin/sh\n`,
+    group: `agent:x:${id}:\n`,
+  }
+}
+
+/** Makes `target` (inside `root`) a mount point of the same kind as `source`: folder or file. */
+async function mountPoint(root: string, source: string, target: string) {
+  const inside = join(root, target)
+  if (existsSync(inside)) return
+  await mkdir(dirname(inside), { recursive: true, mode: 0o755 })
+  if (statSync(source).isDirectory()) await mkdir(inside, { recursive: true, mode: 0o755 })
+  else await writeFile(inside, '', { mode: 0o644 })
+}
+
+/** The folders strictly between /tmp and each target, parents first, once each. */
+function foldersUnderTmp(targets: string[]): string[] {
+  const folders = new Set<string>()
+  for (const target of targets) {
+    if (!target.startsWith('/tmp/')) continue
+    const chain: string[] = []
+    for (let folder = dirname(target); folder !== '/tmp'; folder = dirname(folder)) {
+      chain.unshift(folder)
+    }
+    for (const folder of chain) folders.add(folder)
+  }
+  return [...folders]
+}
+
+/**
+ * The agent's sandbox root (`<agent>/sandbox-root`, the service's, read-only
+ * to the agent): the mount points of every bind, the /bin and /lib links
+ * into /usr, and its /etc/passwd and /etc/group.
+ */
+async function prepareRootDir(
+  rootDir: string,
+  binds: Array<[source: string, target: string]>,
+  account: { passwd: string; group: string }
+) {
+  await mkdir(rootDir, { recursive: true, mode: 0o755 })
+  await chmod(rootDir, 0o755)
+  for (const folder of ['usr', 'proc', 'dev', 'tmp', 'etc']) {
+    await mkdir(join(rootDir, folder), { recursive: true, mode: 0o755 })
+  }
+  for (const [name, target] of [
+    ['bin', 'usr/bin'],
+    ['sbin', 'usr/sbin'],
+    ['lib', 'usr/lib'],
+    ['lib64', 'usr/lib64'],
+  ]) {
+    const link = join(rootDir, name)
+    if (!(await lstat(link).catch(() => undefined))) await symlink(target, link)
+  }
+  await writeFile(join(rootDir, 'etc', 'passwd'), account.passwd, { mode: 0o644 })
+  await writeFile(join(rootDir, 'etc', 'group'), account.group, { mode: 0o644 })
+  for (const [source, target] of binds) await mountPoint(rootDir, source, target)
 }
 
 /**
@@ -167,36 +268,80 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
       uid,
       gid: uid,
       confinement: uid === undefined ? 'none' : 'uid',
+      inheritFiles: [],
     }
   }
 
-  // Without an account in the host's files, os.userInfo() fails: give it one of its own,
-  // in a folder the service owns (the agent reads, never changes it).
+  const id = uid ?? process.getuid?.() ?? 65534
+  const account = accountFiles(id, paths.home)
+  const readOnly = [
+    ...SYSTEM_FILES,
+    ...request.readOnly,
+    // The launched program itself, when it lives outside the other mounts.
+    ...(isAbsolute(launch.command) ? [launch.command] : []),
+  ].filter((path) => existsSync(path))
+  const seccomp = request.seccompFile ? ['--seccomp', '3'] : []
+  const inheritFiles = request.seccompFile ? [request.seccompFile] : []
+
+  if (usesRootLayout()) {
+    const rootDir = join(paths.root, 'sandbox-root')
+    // Bound in, so it must exist (the service's, 0600: the agent only holds it open).
+    await writeFile(paths.logFile, '', { flag: 'a', mode: 0o600 })
+    const binds: Array<[string, string]> = [
+      ...readOnly.map((path): [string, string] => [path, path]),
+      ...ownFolders(paths).map((path): [string, string] => [path, path]),
+      [paths.logFile, paths.logFile],
+    ]
+    await prepareRootDir(rootDir, binds, account)
+    const args = [
+      ...seccomp,
+      ...ROOT_NAMESPACES,
+      ...['--ro-bind', rootDir, '/', '--ro-bind', '/usr', '/usr'],
+      ...['--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp'],
+      // Mount points under the fresh /tmp (agents folders in /tmp, as in tests) are made
+      // there, as root: let the agent's uid through them.
+      ...foldersUnderTmp(binds.map(([, target]) => target)).flatMap((folder) => [
+        ...['--perms', '0755', '--dir', folder],
+      ]),
+      ...readOnly.flatMap((path) => ['--ro-bind', path, path]),
+      ...ownFolders(paths).flatMap((path) => ['--bind', path, path]),
+      // Its output, opened inside the namespace (below) so that CRIU finds it there.
+      ...['--bind', paths.logFile, paths.logFile],
+      ...['--chdir', paths.workspace],
+      '--',
+      '/bin/sh',
+      ...['-c', 'exec "$@" </dev/null >>"$0" 2>&1', paths.logFile],
+      SETPRIV!,
+      ...[`--reuid=${id}`, `--regid=${id}`, '--clear-groups', '--no-new-privs'],
+      ...['--inh-caps=-all', '--bounding-set=-all', '--'],
+      launch.command,
+      ...launch.args,
+    ]
+    return { ...limited(BWRAP!, args), confinement: 'bubblewrap', inheritFiles, rootDir }
+  }
+
+  // Account files in a folder the service owns (the agent reads, never changes them).
   const etc = join(paths.root, 'sandbox-etc')
   await mkdir(etc, { recursive: true, mode: 0o755 })
   const passwd = join(etc, 'passwd')
   const group = join(etc, 'group')
-  const id = uid ?? process.getuid?.() ?? 65534
-  await writeFile(passwd, `agent:x:${id}:${id}:agent:${paths.home}:/bin/sh\n`, { mode: 0o644 })
-  await writeFile(group, `agent:x:${id}:\n`, { mode: 0o644 })
+  await writeFile(passwd, account.passwd, { mode: 0o644 })
+  await writeFile(group, account.group, { mode: 0o644 })
 
   const args = [
-    ...NAMESPACES,
+    ...seccomp,
+    ...USER_NAMESPACES,
     ...['--ro-bind', '/usr', '/usr'],
     ...['--symlink', 'usr/bin', '/bin', '--symlink', 'usr/sbin', '/sbin'],
     ...['--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64'],
     ...['--ro-bind', '/proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp'],
     ...['--ro-bind', passwd, '/etc/passwd', '--ro-bind', group, '/etc/group'],
-    ...SYSTEM_FILES.filter((path) => existsSync(path)).flatMap((path) => ['--ro-bind', path, path]),
-    // The launched program itself, when it lives outside the other mounts.
-    ...[...request.readOnly, ...(isAbsolute(launch.command) ? [launch.command] : [])]
-      .filter((path) => existsSync(path))
-      .flatMap((path) => ['--ro-bind', path, path]),
+    ...readOnly.flatMap((path) => ['--ro-bind', path, path]),
     ...ownFolders(paths).flatMap((path) => ['--bind', path, path]),
     ...['--chdir', paths.workspace],
     '--',
     launch.command,
     ...launch.args,
   ]
-  return { ...limited(BWRAP!, args), uid, gid: uid, confinement: 'bubblewrap' }
+  return { ...limited(BWRAP!, args), uid, gid: uid, confinement: 'bubblewrap', inheritFiles }
 }

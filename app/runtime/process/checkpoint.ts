@@ -1,0 +1,207 @@
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+
+/**
+ * Checkpoint and restore of a sleeping agent's processes with CRIU
+ * (docs/runtime.md "Sleep and wake"). A sleep writes the framework's whole
+ * process tree (memory, open files, listening socket) to the agent's
+ * `runtime/checkpoint/` folder and ends it: it holds no memory. A wake
+ * restores it there in about a second instead of booting the framework
+ * again (an OpenClaw gateway boots in ~20 s of CPU).
+ *
+ * Only the root layout of the sandbox (app/runtime/process/sandbox.ts) can
+ * be checkpointed: a mount namespace on a root folder of the agent's own,
+ * no user namespace, output opened inside, no io_uring (seccomp). Anything
+ * CRIU refuses falls back to a plain stop and a cold boot; the agent never
+ * depends on its checkpoint.
+ *
+ * CRIU is found as `AGENT_CRIU`, else `criu` in /usr/local/sbin, /usr/sbin or
+ * /usr/local/bin, and must be 4.2 or newer (older ones cannot read socket
+ * options of newer kernels); scripts/install-criu.sh builds it from Debian's
+ * source. `AGENT_CHECKPOINT=off` turns checkpoints off (the process driver's
+ * `checkpoints` option).
+ */
+
+/** What a checkpoint was taken of: a wake restores it only into the same launch. */
+export interface CheckpointMeta {
+  /** Hash of the launch, its environment and its rendered files (launchFingerprint). */
+  fingerprint: string
+  framework: string
+  port: number
+  /** Bytes on disk. */
+  bytes: number
+  createdAt: string
+}
+
+const CANDIDATES = ['/usr/local/sbin/criu', '/usr/sbin/criu', '/usr/local/bin/criu']
+const MINIMUM = [4, 2]
+
+let found: { path?: string; reason?: string } | undefined
+
+/** The usable CRIU binary, or why there is none (said once in the service's log). */
+export function criu(): { path?: string; reason?: string } {
+  if (found) return found
+  if (process.getuid?.() !== 0) return (found = { reason: 'the service does not run as root' })
+  const path = process.env.AGENT_CRIU || CANDIDATES.find((candidate) => existsSync(candidate))
+  if (!path) return (found = { reason: 'CRIU is not installed (scripts/install-criu.sh)' })
+  const probe = spawnSync(path, ['--version'], { encoding: 'utf8', timeout: 10_000 })
+  const version = /Version:\s*(\d+)\.(\d+)/.exec(probe.stdout ?? '')
+  if (!version) return (found = { reason: `${path} --version did not answer` })
+  const [major, minor] = [Number(version[1]), Number(version[2])]
+  if (major < MINIMUM[0] || (major === MINIMUM[0] && minor < MINIMUM[1])) {
+    return (found = { reason: `${path} is CRIU ${major}.${minor}; 4.2 or newer is needed` })
+  }
+  return (found = { path })
+}
+
+/**
+ * Options of both directions. The listening socket comes back; connections
+ * open at the time come back closed (their peers reconnect). Mounts from the
+ * host (the agent's folders, /usr, the framework) are bound again by path.
+ * Cgroups are left alone: the restore runs inside the agent's own groups,
+ * which its processes inherit.
+ */
+const COMMON = [
+  '--shell-job',
+  '--tcp-close',
+  '--file-locks',
+  '--ext-mount-map',
+  'auto',
+  '--enable-external-sharing',
+  '--enable-external-masters',
+  '--manage-cgroups=ignore',
+]
+
+/**
+ * CRIU runs as root with the agent's real uid: the kernel lets it read and
+ * set the agent's resource limits through that alone, where a host (a
+ * container, this machine) withholds CAP_SYS_RESOURCE from root.
+ */
+function asAgent(uid: number, command: string, args: string[]) {
+  return {
+    command: '/usr/bin/setpriv',
+    args: [`--ruid=${uid}`, `--rgid=${uid}`, '--keep-groups', command, ...args],
+  }
+}
+
+async function folderBytes(dir: string): Promise<number> {
+  let total = 0
+  for (const name of await readdir(dir)) {
+    const info = await stat(join(dir, name))
+    total += info.size
+  }
+  return total
+}
+
+export class AgentCheckpoint {
+  readonly metaFile: string
+
+  constructor(readonly dir: string) {
+    this.metaFile = join(dir, 'checkpoint.json')
+  }
+
+  async meta(): Promise<CheckpointMeta | undefined> {
+    try {
+      return JSON.parse(await readFile(this.metaFile, 'utf8')) as CheckpointMeta
+    } catch {
+      return undefined
+    }
+  }
+
+  async discard(): Promise<void> {
+    await rm(this.dir, { recursive: true, force: true })
+    await rm(`${this.dir}.restored`, { recursive: true, force: true })
+  }
+
+  /**
+   * After a restore: the images must never be restored twice (the agent's
+   * state moves on). Moved aside at once (CRIU may still read them through
+   * its open folder for a moment) and deleted a minute later.
+   */
+  async consume(): Promise<void> {
+    const used = `${this.dir}.restored`
+    await rm(used, { recursive: true, force: true })
+    await rename(this.dir, used).catch(() => undefined)
+    setTimeout(() => void rm(used, { recursive: true, force: true }), 60_000).unref()
+  }
+
+  /**
+   * Writes the process tree rooted at `pid` to disk and ends it. Resolves
+   * with the checkpoint, or with CRIU's reason when it could not (the tree
+   * then still runs, untouched).
+   */
+  async dump(options: {
+    pid: number
+    uid: number
+    meta: Omit<CheckpointMeta, 'bytes' | 'createdAt'>
+    timeoutMs?: number
+  }): Promise<{ meta?: CheckpointMeta; error?: string }> {
+    const binary = criu().path
+    if (!binary) return { error: criu().reason }
+    const partial = `${this.dir}.partial`
+    await rm(partial, { recursive: true, force: true })
+    await this.discard()
+    await mkdir(partial, { recursive: true, mode: 0o700 })
+    const run = asAgent(options.uid, binary, [
+      'dump',
+      ...['-t', String(options.pid), '-D', partial, '-o', 'dump.log', '-v1'],
+      ...COMMON,
+    ])
+    const code = await exitCode(run.command, run.args, options.timeoutMs ?? 60_000)
+    if (code !== 0) {
+      const error = await lastErrors(join(partial, 'dump.log'))
+      await rm(partial, { recursive: true, force: true })
+      return { error: `criu dump exited with ${code}: ${error}` }
+    }
+    const meta: CheckpointMeta = {
+      ...options.meta,
+      bytes: await folderBytes(partial),
+      createdAt: new Date().toISOString(),
+    }
+    await writeFile(join(partial, 'checkpoint.json'), `${JSON.stringify(meta)}\n`, { mode: 0o600 })
+    await rename(partial, this.dir)
+    return { meta }
+  }
+
+  /** The command that restores the checkpoint and stays its parent until the tree ends. */
+  restoreCommand(options: { uid: number; rootDir: string; pidFile: string }) {
+    const binary = criu().path!
+    return asAgent(options.uid, binary, [
+      'restore',
+      ...['-D', this.dir, '-o', 'restore.log', '-v1'],
+      ...['--root', options.rootDir, '--pidfile', options.pidFile],
+      ...COMMON,
+    ])
+  }
+
+  /** CRIU's own account of a failed restore. */
+  restoreErrors(): Promise<string> {
+    return lastErrors(join(this.dir, 'restore.log'))
+  }
+}
+
+function exitCode(command: string, args: string[], timeoutMs: number): Promise<number | null> {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: 'ignore' })
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    child.once('error', () => resolve(null))
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      resolve(code)
+    })
+  })
+}
+
+/** CRIU's error lines, short, for the agent's log. */
+async function lastErrors(logFile: string): Promise<string> {
+  try {
+    const text = await readFile(logFile, 'utf8')
+    const lines = text.split('\n')
+    const errors = lines.filter((line) => /Error|BUG/.test(line) && !/RLIMIT_NOFILE/.test(line))
+    return (errors.length ? errors : lines.filter(Boolean)).slice(-3).join(' | ').slice(0, 600)
+  } catch {
+    return 'no log'
+  }
+}

@@ -1,0 +1,170 @@
+import { randomUUID } from 'node:crypto'
+import { existsSync, readFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { test } from '@japa/runner'
+import { agentPaths } from '#runtime/agent_paths'
+import { criu } from '#runtime/process/checkpoint'
+import { childPids } from '#runtime/process/proc_stats'
+import { markedProcesses, readRecord } from '#runtime/process/process_record'
+import { agentUid, bubblewrapWorks } from '#runtime/process/sandbox'
+import { fixtureSpec, processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
+
+/**
+ * Sleep with a CRIU checkpoint and wake by restoring it (docs/runtime.md
+ * "Sleep and wake"), on the fixture framework in the real sandbox. The
+ * fixture's `__count__` lives only in its process's memory: a restored
+ * agent goes on counting from where it slept, a booted one starts over.
+ */
+const canCheckpoint = process.getuid?.() === 0 && bubblewrapWorks() && criu().path !== undefined
+const skipReason = 'needs root, bubblewrap and CRIU 4.2+ (scripts/install-criu.sh)'
+
+async function count(harness: RuntimeHarness, agentId: string) {
+  const reply = await harness.runtime.chat(agentId, {
+    conversationId: 'count',
+    messages: [{ role: 'user', content: '__count__' }],
+  })
+  const match = /^count (\d+) since (\d+) pid (\d+)$/.exec(reply.content)
+  if (!match) throw new Error(`unexpected reply: ${reply.content}`)
+  return { count: Number(match[1]), since: Number(match[2]), pid: Number(match[3]) }
+}
+
+async function startReady(harness: RuntimeHarness, agentId: string, config = {}) {
+  await harness.runtime.ensureStarted(fixtureSpec(agentId, config))
+  await harness.runtime.waitUntilReady(agentId, { timeoutMs: 20_000 })
+}
+
+function checkpointDir(harness: RuntimeHarness, agentId: string) {
+  return join(agentPaths(harness.agentsDir, agentId).runtime, 'checkpoint')
+}
+
+test.group('Runtime / checkpointed sleep and wake (process driver, CRIU)', (group) => {
+  let harness: RuntimeHarness
+  group.each.setup(async () => {
+    harness = await processHarness()
+    return () => harness.cleanup()
+  })
+
+  test('a sleeping agent holds no process and wakes restored, with its memory', async ({
+    assert,
+  }) => {
+    const agentId = randomUUID()
+    await startReady(harness, agentId)
+    await count(harness, agentId)
+    const before = await count(harness, agentId)
+    assert.equal(before.count, 2)
+
+    await harness.runtime.sleep(agentId)
+    assert.isTrue(
+      harness.events.some((event) => event.type === 'sleeping' && event.agentId === agentId)
+    )
+    assert.deepEqual(markedProcesses(agentId), [], 'nothing of the agent runs while it sleeps')
+    const meta = JSON.parse(
+      readFileSync(join(checkpointDir(harness, agentId), 'checkpoint.json'), 'utf8')
+    )
+    assert.isAbove(meta.bytes, 1024 * 1024, 'its memory is on disk')
+    const asleep = await harness.runtime.status(agentId)
+    assert.equal(asleep.state, 'stopped')
+
+    await startReady(harness, agentId)
+    const after = await count(harness, agentId)
+    assert.equal(after.count, 3, 'the count went on: the process memory came back')
+    assert.equal(after.since, before.since, 'the same run, not a new boot')
+    assert.equal(after.pid, before.pid, 'restored with its own pid')
+    const log = readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8')
+    assert.include(log, 'restored fixture from its checkpoint')
+    assert.isFalse(existsSync(checkpointDir(harness, agentId)), 'a checkpoint is restored once')
+
+    // Still confined as it was booted: its own uid, no privileges, the seccomp filter.
+    const status = readFileSync(`/proc/${after.pid}/status`, 'utf8')
+    assert.match(status, new RegExp(`^Uid:\\s+${agentUid(agentId)}\\s`, 'm'))
+    assert.match(status, /^NoNewPrivs:\s+1$/m)
+    assert.match(status, /^Seccomp:\s+2$/m)
+
+    // Restored, it stops like any other run, leaving nothing behind.
+    const record = await readRecord(agentPaths(harness.agentsDir, agentId).recordFile)
+    assert.include(childPids(record!.pid), after.pid)
+    await harness.runtime.stop(agentId)
+    assert.deepEqual(markedProcesses(agentId), [])
+  })
+    .skip(!canCheckpoint, skipReason)
+    .timeout(90_000)
+
+  test('a second sleep checkpoints the restored agent again', async ({ assert }) => {
+    const agentId = randomUUID()
+    await startReady(harness, agentId)
+    const first = await count(harness, agentId)
+    await harness.runtime.sleep(agentId)
+    await startReady(harness, agentId)
+    await count(harness, agentId)
+    await harness.runtime.sleep(agentId)
+    assert.deepEqual(markedProcesses(agentId), [])
+    await startReady(harness, agentId)
+    const third = await count(harness, agentId)
+    assert.equal(third.count, 3)
+    assert.equal(third.since, first.since)
+  })
+    .skip(!canCheckpoint, skipReason)
+    .timeout(90_000)
+
+  test('a checkpoint of an older config is not restored: the agent boots afresh', async ({
+    assert,
+  }) => {
+    const agentId = randomUUID()
+    await startReady(harness, agentId)
+    const before = await count(harness, agentId)
+    await harness.runtime.sleep(agentId)
+    assert.isTrue(existsSync(checkpointDir(harness, agentId)))
+
+    await startReady(harness, agentId, { personality: 'Changed while asleep' })
+    const after = await count(harness, agentId)
+    assert.equal(after.count, 1, 'a fresh boot')
+    assert.notEqual(after.since, before.since)
+    assert.isFalse(existsSync(checkpointDir(harness, agentId)), 'the stale checkpoint is gone')
+    const log = readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8')
+    assert.include(log, 'its checkpoint is of an older launch')
+  })
+    .skip(!canCheckpoint, skipReason)
+    .timeout(90_000)
+
+  test('a checkpoint that cannot be restored falls back to a boot', async ({ assert }) => {
+    const agentId = randomUUID()
+    await startReady(harness, agentId)
+    const before = await count(harness, agentId)
+    await harness.runtime.sleep(agentId)
+    // Damaged on disk: its process tree's image is gone.
+    rmSync(join(checkpointDir(harness, agentId), 'pstree.img'))
+    await startReady(harness, agentId)
+    const after = await count(harness, agentId)
+    assert.equal(after.count, 1)
+    assert.notEqual(after.since, before.since)
+    const log = readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8')
+    assert.include(log, 'could not restore its checkpoint')
+    assert.isFalse(
+      harness.events.some((event) => event.type === 'exited' && event.agentId === agentId),
+      'a failed restore is no crash'
+    )
+  })
+    .skip(!canCheckpoint, skipReason)
+    .timeout(90_000)
+})
+
+test.group('Runtime / sleep without checkpoints', (group) => {
+  let harness: RuntimeHarness
+  group.each.setup(async () => {
+    harness = await processHarness({ checkpoints: false })
+    return () => harness.cleanup()
+  })
+
+  test('AGENT_CHECKPOINT=off: a sleep is a plain stop and a wake a boot', async ({ assert }) => {
+    const agentId = randomUUID()
+    await startReady(harness, agentId)
+    const before = await count(harness, agentId)
+    await harness.runtime.sleep(agentId)
+    assert.deepEqual(markedProcesses(agentId), [])
+    assert.isFalse(existsSync(checkpointDir(harness, agentId)))
+    await startReady(harness, agentId)
+    const after = await count(harness, agentId)
+    assert.equal(after.count, 1)
+    assert.notEqual(after.since, before.since)
+  }).timeout(60_000)
+})
