@@ -32,6 +32,8 @@ export default await Env.create(new URL('../', import.meta.url), {
   AGENT_MEMORY_BUDGET_MB: Env.schema.number.optional(),
   AGENT_IDLE_SLEEP_SECS: Env.schema.number.optional(),
   AGENT_COMPILE_CACHE: Env.schema.enum.optional(['on', 'off'] as const),
+  AGENT_CHECKPOINT: Env.schema.enum.optional(['on', 'off'] as const),
+  AGENT_CHECKPOINT_DISK_MB: Env.schema.number.optional(),
   AGENT_WORKSPACE_QUOTA_MB: Env.schema.number.optional(),
   AGENTS_DIR: Env.schema.string.optional(),
 

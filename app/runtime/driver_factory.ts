@@ -33,6 +33,7 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
         cacheDir,
         compileCache: process.env.AGENT_COMPILE_CACHE !== 'off',
         checkpoints: process.env.AGENT_CHECKPOINT !== 'off',
+        checkpointDiskMb: Number(process.env.AGENT_CHECKPOINT_DISK_MB) || undefined,
         log: settings.log,
       })
     case 'docker':

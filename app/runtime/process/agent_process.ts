@@ -16,6 +16,7 @@ import {
   isAlive,
   readProcStat,
   ticksPerSecond,
+  treePrivateBytes,
   treeUsage,
 } from '#runtime/process/proc_stats'
 import {
@@ -586,6 +587,16 @@ export class AgentProcess {
     this.logFile.note(note)
   }
 
+  /** True when a sleep can checkpoint this run (running, in a sandbox CRIU can restore). */
+  canHibernate(): boolean {
+    return this.state === 'running' && this.prepared?.checkpoint !== undefined && !!this.record
+  }
+
+  /** Private resident bytes of the run's processes: about what its checkpoint takes on disk. */
+  privateBytes(): number {
+    return this.record ? treePrivateBytes(this.record.pid) : 0
+  }
+
   /**
    * Sleep with a checkpoint: the framework's processes are written to disk
    * (app/runtime/process/checkpoint.ts) and end, and the next start
@@ -599,6 +610,7 @@ export class AgentProcess {
     // The sandbox's launcher (bubblewrap, or CRIU after a restore) has one child: the framework.
     const framework = childPids(record.pid)
     if (framework.length !== 1) return false
+    const members = treeUsage(record.pid).pids
     this.#stopping = true
     const exited = new Promise<void>((resolve) => this.#exitWaiters.push(resolve))
     const result = await checkpoint.store.dump({
@@ -622,6 +634,9 @@ export class AgentProcess {
       while (isAlive(record.pid) && Date.now() < deadline) await sleep(20)
       this.#onExit(this.#generation, 'checkpointed')
     }
+    // A restore needs the same pids: wait until its orphans are reaped, not just dead.
+    const reaped = Date.now() + 5000
+    while (members.some((pid) => readProcStat(pid)) && Date.now() < reaped) await sleep(20)
     await this.#stopped(
       `asleep: checkpointed to disk (${Math.round(result.meta.bytes / 1024 / 1024)} MB), no memory held`
     )

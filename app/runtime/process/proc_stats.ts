@@ -159,3 +159,22 @@ export function treeUsage(rootPid: number): { cpuTicks: number; rssBytes: number
     pids: tree.map((stat) => stat.pid),
   }
 }
+
+/**
+ * Private (anonymous and shared-memory) resident bytes of a process tree:
+ * what a checkpoint writes to disk (file-backed pages are not copied).
+ */
+export function treePrivateBytes(rootPid: number): number {
+  let kilobytes = 0
+  for (const pid of treeUsage(rootPid).pids) {
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+      for (const field of ['RssAnon', 'RssShmem']) {
+        kilobytes += Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0)
+      }
+    } catch {
+      // Exited meanwhile.
+    }
+  }
+  return kilobytes * 1024
+}

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { existsSync, readdirSync } from 'node:fs'
-import { chmod, mkdir, readdir, rm, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readdir, rm, statfs, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import {
   AgentNotRunningException,
@@ -70,6 +70,11 @@ export interface ProcessDriverOptions {
    * turns it off).
    */
   checkpoints?: boolean
+  /**
+   * Disk all checkpoints may take together (AGENT_CHECKPOINT_DISK_MB);
+   * default half the free space of the agents folder at the first sleep.
+   */
+  checkpointDiskMb?: number
   /** The service's log. */
   log?: (message: string, detail?: Record<string, unknown>) => void
 }
@@ -178,6 +183,8 @@ export class ProcessDriver implements ContainerDriver {
   readonly #agents = new Map<string, AgentProcess>()
   readonly #listeners = new Set<RuntimeEventListener>()
   readonly #locks = new Map<string, Promise<unknown>>()
+  /** Bytes all agents' checkpoints may take together (set at the first sleep). */
+  #checkpointBudget?: number
   /** Set by stopAll: the service is stopping and starts nothing more. */
   #stopping = false
   readonly #packages: PackageCache
@@ -433,12 +440,72 @@ export class ProcessDriver implements ContainerDriver {
    * so that the next start restores them; otherwise (or when the checkpoint
    * fails) stops it like stop().
    */
-  hibernate(agentId: string): Promise<void> {
+  async hibernate(agentId: string): Promise<void> {
+    const agent = this.#agents.get(agentId)
+    const room =
+      agent?.canHibernate() === true &&
+      (await this.#roomForCheckpoint(agentId, agent.privateBytes()))
     return this.#exclusive(agentId, async () => {
-      const agent = this.#agents.get(agentId)
-      if (!agent?.isLive() || !(await agent.hibernate())) return this.#stop(agentId)
+      if (!room || !agent?.isLive() || !(await agent.hibernate())) return this.#stop(agentId)
       this.#emit({ type: 'stopped', agentId, at: new Date() })
     })
+  }
+
+  /** The agents' checkpoints on disk, oldest first. */
+  async #checkpointsOnDisk(): Promise<
+    Array<{ agentId: string; store: AgentCheckpoint; bytes: number }>
+  > {
+    let names: string[] = []
+    try {
+      names = await readdir(this.options.agentsDir)
+    } catch {
+      return []
+    }
+    const found = []
+    for (const agentId of names) {
+      let store
+      try {
+        store = new AgentCheckpoint(join(this.#paths(agentId).runtime, 'checkpoint'))
+      } catch {
+        continue
+      }
+      const meta = await store.meta()
+      if (meta) found.push({ agentId, store, bytes: meta.bytes, createdAt: meta.createdAt })
+    }
+    return found.sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+  }
+
+  /**
+   * Makes room on disk for a checkpoint of about `bytes`: within the
+   * checkpoint budget, and never leaving less than a tenth of the disk free.
+   * The oldest checkpoints of other agents go first (those agents will wake
+   * by booting). False when it cannot fit: the sleep is a plain stop.
+   */
+  async #roomForCheckpoint(agentId: string, bytes: number): Promise<boolean> {
+    const disk = await statfs(this.options.agentsDir)
+    const total = disk.blocks * disk.bsize
+    let free = disk.bavail * disk.bsize
+    // Unset: half of what was free when the first agent slept (docs/runtime.md).
+    this.#checkpointBudget ??= this.options.checkpointDiskMb
+      ? this.options.checkpointDiskMb * 1024 * 1024
+      : free / 2
+    const budget = this.#checkpointBudget
+    const onDisk = await this.#checkpointsOnDisk()
+    const others = onDisk.filter((entry) => entry.agentId !== agentId)
+    let used = others.reduce((sum, entry) => sum + entry.bytes, 0)
+    const fits = () => used + bytes <= budget && free - bytes >= total / 10
+    for (const oldest of others) {
+      if (fits()) break
+      // One that is being restored or taken right now is left alone.
+      if (this.#locks.has(oldest.agentId)) continue
+      await oldest.store.discard()
+      used -= oldest.bytes
+      free += oldest.bytes
+      this.#log(
+        `agent ${oldest.agentId}: its checkpoint made room for a newer one; it will wake by booting`
+      )
+    }
+    return fits()
   }
 
   stop(agentId: string): Promise<void> {

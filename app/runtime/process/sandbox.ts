@@ -297,7 +297,7 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
       ...seccomp,
       ...ROOT_NAMESPACES,
       ...['--ro-bind', rootDir, '/', '--ro-bind', '/usr', '/usr'],
-      ...['--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp'],
+      ...['--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--tmpfs', '/tmp'],
       // Mount points under the fresh /tmp (agents folders in /tmp, as in tests) are made
       // there, as root: let the agent's uid through them.
       ...foldersUnderTmp(binds.map(([, target]) => target)).flatMap((folder) => [

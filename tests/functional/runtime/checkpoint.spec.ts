@@ -83,8 +83,18 @@ test.group('Runtime / checkpointed sleep and wake (process driver, CRIU)', (grou
     // Restored, it stops like any other run, leaving nothing behind.
     const record = await readRecord(agentPaths(harness.agentsDir, agentId).recordFile)
     assert.include(childPids(record!.pid), after.pid)
+    const processGroup = readFileSync(`/proc/${after.pid}/stat`, 'utf8')
+      .split(') ')[1]
+      .split(' ')[2]
+    assert.equal(
+      Number(processGroup),
+      record!.pid,
+      "in its run's process group, which a stop signals"
+    )
     await harness.runtime.stop(agentId)
     assert.deepEqual(markedProcesses(agentId), [])
+    const log2 = readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8')
+    assert.include(log2, 'received SIGTERM', 'stopped gracefully')
   })
     .skip(!canCheckpoint, skipReason)
     .timeout(90_000)
@@ -146,6 +156,62 @@ test.group('Runtime / checkpointed sleep and wake (process driver, CRIU)', (grou
   })
     .skip(!canCheckpoint, skipReason)
     .timeout(90_000)
+})
+
+test.group('Runtime / checkpoints within their disk budget', (group) => {
+  let harness: RuntimeHarness
+  group.each.setup(async () => {
+    // Room for one fixture checkpoint (about 16 MB), not two.
+    harness = await processHarness({ checkpointDiskMb: 24 })
+    return () => harness.cleanup()
+  })
+
+  test('a newer checkpoint takes the room of the oldest: that agent wakes by booting', async ({
+    assert,
+  }) => {
+    const older = randomUUID()
+    const newer = randomUUID()
+    await startReady(harness, older)
+    await startReady(harness, newer)
+    const olderBefore = await count(harness, older)
+    const newerBefore = await count(harness, newer)
+
+    await harness.runtime.sleep(older)
+    assert.isTrue(existsSync(checkpointDir(harness, older)))
+    await harness.runtime.sleep(newer)
+    assert.isTrue(existsSync(checkpointDir(harness, newer)))
+    assert.isFalse(existsSync(checkpointDir(harness, older)), 'made room for the newer one')
+
+    await startReady(harness, older)
+    await startReady(harness, newer)
+    const olderAfter = await count(harness, older)
+    const newerAfter = await count(harness, newer)
+    assert.notEqual(olderAfter.since, olderBefore.since, 'booted')
+    assert.equal(newerAfter.since, newerBefore.since, 'restored')
+  })
+    .skip(!canCheckpoint, skipReason)
+    .timeout(90_000)
+})
+
+test.group('Runtime / checkpoints that do not fit', (group) => {
+  let harness: RuntimeHarness
+  group.each.setup(async () => {
+    harness = await processHarness({ checkpointDiskMb: 1 })
+    return () => harness.cleanup()
+  })
+
+  test('an agent whose checkpoint would not fit sleeps by a plain stop', async ({ assert }) => {
+    const agentId = randomUUID()
+    await startReady(harness, agentId)
+    await harness.runtime.sleep(agentId)
+    assert.deepEqual(markedProcesses(agentId), [])
+    assert.isFalse(existsSync(checkpointDir(harness, agentId)))
+    assert.isTrue(
+      harness.events.some((event) => event.type === 'sleeping' && event.agentId === agentId)
+    )
+  })
+    .skip(!canCheckpoint, skipReason)
+    .timeout(60_000)
 })
 
 test.group('Runtime / sleep without checkpoints', (group) => {
