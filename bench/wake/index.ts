@@ -4,7 +4,7 @@
  * side with a cold boot (AGENT_CHECKPOINT=off), on real OpenClaw (or any
  * framework), the process driver and the real sandbox.
  *
- *   npm run bench:wake -- [--runs 5] [--framework openclaw] [--json]
+ *   npm run bench:wake -- [--runs 5] [--framework openclaw] [--asleep-secs 5] [--json]
  *
  * Each run boots a fresh agent to ready, chats once (its model provider is a
  * local streaming stand-in), puts it to sleep through the runtime (as the
@@ -36,13 +36,15 @@ import { startFakeModelProvider } from '../../tests/helpers/fake_model_provider.
 const root = join(import.meta.dirname, '..', '..')
 const { values } = parseArgs({
   options: {
-    runs: { type: 'string', default: '5' },
-    framework: { type: 'string', default: 'openclaw' },
-    json: { type: 'boolean', default: false },
+    'runs': { type: 'string', default: '5' },
+    'framework': { type: 'string', default: 'openclaw' },
+    'asleep-secs': { type: 'string', default: '5' },
+    'json': { type: 'boolean', default: false },
   },
 })
 const runs = Math.max(1, Number(values.runs))
 const framework = values.framework!
+const asleepMs = Number(values['asleep-secs']) * 1000
 const storage = process.env.STORAGE_DIR ?? join(root, 'storage')
 const cacheDir = join(storage, 'runtime')
 
@@ -169,6 +171,8 @@ async function main() {
         const asleepRssMb = processRssMb(agentId)
         const asleepDiskMb = folderMb(join(agentPaths(agentsDir, agentId).runtime, 'checkpoint'))
 
+        // Asleep a while: timers and leases of a restored framework see the time that passed.
+        await new Promise((resolve) => setTimeout(resolve, asleepMs))
         const t2 = performance.now()
         await runtime.ensureStarted(spec)
         await runtime.waitUntilReady(agentId, { timeoutMs: 300_000 })

@@ -1,17 +1,21 @@
 import { randomUUID } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { test } from '@japa/runner'
 import JSON5 from 'json5'
 import { agentPaths } from '#runtime/agent_paths'
 import { PackageCache } from '#runtime/package_cache'
 import { isAlive } from '#runtime/process/proc_stats'
-import { readRecord } from '#runtime/process/process_record'
+import { criu } from '#runtime/process/checkpoint'
+import { markedProcesses, readRecord } from '#runtime/process/process_record'
+import { bubblewrapWorks } from '#runtime/process/sandbox'
 import { OPENCLAW_VERSION } from '../../../plugins/openclaw/index.ts'
 import { catalogueSkill, skillFilesFor } from '#skills/services/skill_catalogue'
 import { startFakeModelProvider, type FakeModelProvider } from '#tests/helpers/fake_model_provider'
 import { processHarness, sharedCacheDir, type RuntimeHarness } from '#tests/helpers/runtime'
 
+const canCheckpoint = process.getuid?.() === 0 && bubblewrapWorks() && criu().path !== undefined
 let installProblem: string | undefined
 let installChecked = false
 
@@ -142,8 +146,38 @@ test.group('Runtime / real OpenClaw through the process driver', (group) => {
       const memory = await harness.runtime.memory(agentId)
       assert.equal(memory['MEMORY.md'], '# Memory\n')
 
+      // Sleep and wake: with CRIU here the gateway is checkpointed and restored, not booted.
+      const asleep = await readRecord(paths.recordFile)
+      await harness.runtime.sleep(agentId)
+      assert.isFalse(isAlive(asleep!.pid), 'nothing of it runs while it sleeps')
+      assert.deepEqual(markedProcesses(agentId), [])
+      const wakeStarted = Date.now()
+      await harness.runtime.ensureStarted(spec)
+      await harness.runtime.waitUntilReady(agentId, { timeoutMs: 240_000 })
+      const woken = await harness.runtime.chat(agentId, {
+        conversationId: 'conversation-e2e-1',
+        messages: [{ role: 'user', content: 'Awake again?' }],
+      })
+      console.log(
+        `  openclaw woke to a reply in ${((Date.now() - wakeStarted) / 1000).toFixed(1)}s`
+      )
+      assert.equal(woken.content, 'Hello from the stand-in model.')
+      const log = await readFile(paths.logFile, 'utf8')
+      if (canCheckpoint) {
+        assert.include(log, 'restored openclaw from its checkpoint')
+        // Still well a while later: its timers and state lease survived the sleep.
+        await sleep(15_000)
+        const later = await harness.runtime.chat(agentId, {
+          conversationId: 'conversation-e2e-1',
+          messages: [{ role: 'user', content: 'Still there?' }],
+        })
+        assert.equal(later.content, 'Hello from the stand-in model.')
+        assert.notInclude(log.slice(log.lastIndexOf('restored openclaw')), 'exited with code')
+      }
+
       const record = await readRecord(paths.recordFile)
       await harness.runtime.stop(agentId)
       assert.isFalse(isAlive(record!.pid), 'the gateway is gone after stop')
+      assert.deepEqual(markedProcesses(agentId), [], 'nothing of it is left')
     })
 })
