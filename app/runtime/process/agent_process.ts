@@ -269,6 +269,12 @@ export class AgentProcess {
     this.#cpuSample = undefined
     const pidFile = join(this.paths.runtime, 'restored.pid')
     await rm(pidFile, { force: true })
+    const unpackError = await checkpoint.store.unpack()
+    if (unpackError) {
+      this.logFile.note(`could not unpack its checkpoint (${unpackError}): booting`)
+      await checkpoint.store.discard()
+      return false
+    }
     const child = this.#launch(
       checkpoint.store.restoreCommand({
         uid: checkpoint.uid,

@@ -32,10 +32,16 @@ export interface CheckpointMeta {
   port: number
   /** Bytes on disk. */
   bytes: number
+  /** Its memory images are zstd-compressed (unpack() before a restore). */
+  compressed: boolean
   createdAt: string
 }
 
 const CANDIDATES = ['/usr/local/sbin/criu', '/usr/sbin/criu', '/usr/local/bin/criu']
+const ZSTD = ['/usr/bin/zstd', '/usr/local/bin/zstd'].find((path) => existsSync(path))
+
+/** True when checkpoints are stored compressed (the zstd command is installed). */
+export const compressesCheckpoints = ZSTD !== undefined
 const MINIMUM = [4, 2]
 
 let found: { path?: string; reason?: string } | undefined
@@ -135,7 +141,7 @@ export class AgentCheckpoint {
   async dump(options: {
     pid: number
     uid: number
-    meta: Omit<CheckpointMeta, 'bytes' | 'createdAt'>
+    meta: Omit<CheckpointMeta, 'bytes' | 'createdAt' | 'compressed'>
     timeoutMs?: number
   }): Promise<{ meta?: CheckpointMeta; error?: string }> {
     const binary = criu().path
@@ -155,14 +161,45 @@ export class AgentCheckpoint {
       await rm(partial, { recursive: true, force: true })
       return { error: `criu dump exited with ${code}: ${error}` }
     }
+    // Left uncompressed when zstd fails: a larger checkpoint is still one.
+    const packError = await this.#zstd(partial, ['-1', '-T0'], '.img')
     const meta: CheckpointMeta = {
       ...options.meta,
+      compressed: ZSTD !== undefined && !packError,
       bytes: await folderBytes(partial),
       createdAt: new Date().toISOString(),
     }
     await writeFile(join(partial, 'checkpoint.json'), `${JSON.stringify(meta)}\n`, { mode: 0o600 })
     await rename(partial, this.dir)
     return { meta }
+  }
+
+  /**
+   * Decompresses the memory images for CRIU, which reads them as they were
+   * written. Resolves with an error message when it could not.
+   */
+  unpack(): Promise<string | undefined> {
+    return this.#zstd(this.dir, ['-d'], '.img.zst')
+  }
+
+  /**
+   * zstd (the command, at nice 10) over the folder's memory images ending in
+   * `suffix`, replacing each. Compression: level 1 takes an OpenClaw
+   * gateway's 1.1 GB to about 210 MB in ~1 s, and back in ~1 s; the zstd
+   * command was 2.4x faster at it than Node's zlib streams here. Without it
+   * checkpoints stay uncompressed. Resolves with an error message, if any.
+   */
+  async #zstd(dir: string, flags: string[], suffix: string): Promise<string | undefined> {
+    const entries = await readdir(dir)
+    const names = entries.filter((name) => name.startsWith('pages-') && name.endsWith(suffix))
+    if (names.length === 0) return undefined
+    if (!ZSTD) return suffix === '.img' ? undefined : 'zstd is not installed'
+    const code = await exitCode(
+      '/usr/bin/nice',
+      ['-n', '10', ZSTD, ...flags, '-q', '-f', '--rm', ...names.map((name) => join(dir, name))],
+      120_000
+    )
+    return code === 0 ? undefined : `zstd exited with ${code}`
   }
 
   /** The command that restores the checkpoint and stays its parent until the tree ends. */

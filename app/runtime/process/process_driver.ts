@@ -442,13 +442,12 @@ export class ProcessDriver implements ContainerDriver {
    */
   async hibernate(agentId: string): Promise<void> {
     const agent = this.#agents.get(agentId)
-    const room =
-      agent?.canHibernate() === true &&
-      (await this.#roomForCheckpoint(agentId, agent.privateBytes()))
-    return this.#exclusive(agentId, async () => {
+    const room = agent?.canHibernate() === true && (await this.#diskHolds(agent.privateBytes()))
+    await this.#exclusive(agentId, async () => {
       if (!room || !agent?.isLive() || !(await agent.hibernate())) return this.#stop(agentId)
       this.#emit({ type: 'stopped', agentId, at: new Date() })
     })
+    if (room) await this.#keepCheckpointsWithinBudget(agentId)
   }
 
   /** The agents' checkpoints on disk, oldest first. */
@@ -476,36 +475,44 @@ export class ProcessDriver implements ContainerDriver {
   }
 
   /**
-   * Makes room on disk for a checkpoint of about `bytes`: within the
-   * checkpoint budget, and never leaving less than a tenth of the disk free.
-   * The oldest checkpoints of other agents go first (those agents will wake
-   * by booting). False when it cannot fit: the sleep is a plain stop.
+   * True when the disk holds a checkpoint of `bytes` (written uncompressed
+   * first) and still keeps a tenth of itself free.
    */
-  async #roomForCheckpoint(agentId: string, bytes: number): Promise<boolean> {
+  async #diskHolds(bytes: number): Promise<boolean> {
     const disk = await statfs(this.options.agentsDir)
-    const total = disk.blocks * disk.bsize
-    let free = disk.bavail * disk.bsize
+    const free = disk.bavail * disk.bsize
     // Unset: half of what was free when the first agent slept (docs/runtime.md).
     this.#checkpointBudget ??= this.options.checkpointDiskMb
       ? this.options.checkpointDiskMb * 1024 * 1024
       : free / 2
-    const budget = this.#checkpointBudget
+    return free - bytes >= (disk.blocks * disk.bsize) / 10
+  }
+
+  /**
+   * After `newest` was checkpointed: while all checkpoints together exceed
+   * their budget, the oldest of other agents go first (those agents will
+   * wake by booting), and the newest itself when it alone does not fit.
+   */
+  async #keepCheckpointsWithinBudget(newest: string): Promise<void> {
+    const budget = this.#checkpointBudget ?? Number.POSITIVE_INFINITY
     const onDisk = await this.#checkpointsOnDisk()
-    const others = onDisk.filter((entry) => entry.agentId !== agentId)
-    let used = others.reduce((sum, entry) => sum + entry.bytes, 0)
-    const fits = () => used + bytes <= budget && free - bytes >= total / 10
-    for (const oldest of others) {
-      if (fits()) break
+    let used = onDisk.reduce((sum, entry) => sum + entry.bytes, 0)
+    const order = [
+      ...onDisk.filter((entry) => entry.agentId !== newest),
+      ...onDisk.filter((entry) => entry.agentId === newest),
+    ]
+    for (const entry of order) {
+      if (used <= budget) break
       // One that is being restored or taken right now is left alone.
-      if (this.#locks.has(oldest.agentId)) continue
-      await oldest.store.discard()
-      used -= oldest.bytes
-      free += oldest.bytes
+      if (entry.agentId !== newest && this.#locks.has(entry.agentId)) continue
+      await this.#exclusive(entry.agentId, () => entry.store.discard())
+      used -= entry.bytes
       this.#log(
-        `agent ${oldest.agentId}: its checkpoint made room for a newer one; it will wake by booting`
+        entry.agentId === newest
+          ? `agent ${entry.agentId}: its checkpoint does not fit the checkpoint budget; it will wake by booting`
+          : `agent ${entry.agentId}: its checkpoint made room for a newer one; it will wake by booting`
       )
     }
-    return fits()
   }
 
   stop(agentId: string): Promise<void> {
