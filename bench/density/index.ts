@@ -13,8 +13,9 @@
  *    routes and the host's used memory;
  * 3. waits until every agent has booted (cold boot: create -> container
  *    `running`) and a sample of them has gone to sleep;
- * 4. chats with the sample again and measures wake: first message -> first
- *    reply served by the agent's own container.
+ * 4. chats with a random sample again and measures wake: first message ->
+ *    first reply served by the agent's own container (restored from its
+ *    checkpoint where the host has CRIU, else booted).
  * Prints one table. Not part of npm test.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
@@ -265,7 +266,13 @@ async function main() {
       .map((a) => (a.runningAt! - a.createdAt) / 1000)
 
     console.error(`[density] waiting for a sample of ${SAMPLE} to sleep`)
-    const sample = agents.slice(0, SAMPLE)
+    // A random sample, as the issue asks (the first created slept first, and their
+    // checkpoints are the first to make room for newer ones).
+    const sample = agents
+      .map((agent) => ({ agent, order: Math.random() }))
+      .sort((a, b) => a.order - b.order)
+      .slice(0, SAMPLE)
+      .map(({ agent }) => agent)
     const sleepDeadline = Date.now() + (IDLE_SECS + 120) * 1000
     while (Date.now() < sleepDeadline) {
       const states = await Promise.all(sample.map(containerOf))
@@ -273,6 +280,10 @@ async function main() {
       await new Promise((resolve) => setTimeout(resolve, 2_000))
     }
     const sleepingRss = sample.map((agent) => agentRssMb(agent.id))
+    const checkpoints = agents
+      .map((agent) => join(storage, 'agents', agent.id, 'runtime', 'checkpoint', 'checkpoint.json'))
+      .filter((file) => existsSync(file))
+      .map((file) => JSON.parse(readFileSync(file, 'utf8')).bytes as number)
 
     const wakes: number[] = []
     await pool(sample, 2, async (agent) => {
@@ -332,6 +343,15 @@ async function main() {
     row(
       'wake (message -> first container reply) p50 / p95',
       `${percentile(wakes, 50).toFixed(1)} s / ${percentile(wakes, 95).toFixed(1)} s (${wakes.length} of ${sample.length})`
+    )
+    const restored = sample.filter((agent) => {
+      const log = join(storage, 'agents', agent.id, 'runtime', 'output.log')
+      return existsSync(log) && readFileSync(log, 'utf8').includes('from its checkpoint')
+    }).length
+    row('wakes restored from a checkpoint (the rest booted)', `${restored} of ${wakes.length}`)
+    row(
+      'checkpoints on disk when the sample slept',
+      `${checkpoints.length} agents, ${(checkpoints.reduce((a, b) => a + b, 0) / 1024 ** 3).toFixed(1)} GB`
     )
     row('wake p50 / cold boot p50', (percentile(wakes, 50) / percentile(coldBoots, 50)).toFixed(2))
     row('boot throughput', `${(coldBoots.length / bootMinutes).toFixed(1)} agents/min`)
