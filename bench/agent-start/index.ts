@@ -10,9 +10,10 @@
  * Each run creates a fresh agent (own folder, port, config), starts it,
  * polls its readiness path, reads its process tree's RSS from /proc, sends
  * one chat, reads RSS again, stops it, starts it again from its folders (what
- * a wake from sleep does on this driver) until ready, then stops and removes
- * it. The OpenClaw package and the Hermes venv are installed into the runtime
- * cache first (not timed as part of a start).
+ * a restart does; a sleeping agent's wake restores its checkpoint instead:
+ * bench/wake) until ready, then stops and removes it. The OpenClaw package
+ * and the Hermes venv are installed into the runtime cache first (not timed
+ * as part of a start).
  *
  * OpenClaw runs with and without the shared warm compile cache
  * (plugins/openclaw/compile_cache.ts), runs of the two alternating so a busy
