@@ -79,5 +79,26 @@ test.group(
     })
       .timeout(60_000)
       .skip(!asRoot, 'needs root (per-agent uids)')
+
+    test('the agent has no privileges and no io_uring', async ({ assert }) => {
+      const agentId = randomUUID()
+      await harness.runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true })
+      const status = await shell(agentId, 'cat /proc/self/status')
+      assert.match(status.stdout, /^CapEff:\s+0+$/m, 'no effective capabilities')
+      assert.match(status.stdout, /^CapBnd:\s+0+$/m, 'none to regain either')
+      assert.match(status.stdout, /^NoNewPrivs:\s+1$/m)
+      // io_uring_setup (425 on x86_64 and arm64) fails with ENOSYS (38) under the seccomp filter.
+      const ring = await shell(
+        agentId,
+        `python3 -c 'import ctypes; libc = ctypes.CDLL(None, use_errno=True); ` +
+          `print(libc.syscall(425, 1, ctypes.create_string_buffer(120)), ctypes.get_errno())'`
+      )
+      assert.equal(ring.stdout.trim(), '-1 38', ring.stderr)
+    })
+      .timeout(60_000)
+      .skip(
+        !asRoot || !bubblewrapWorks() || !['x64', 'arm64'].includes(process.arch),
+        'needs root and bubblewrap on x86_64 or arm64'
+      )
   }
 )
