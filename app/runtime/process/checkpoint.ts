@@ -116,9 +116,11 @@ export class AgentCheckpoint {
     }
   }
 
+  /** Deletes it, with what a dump or restore cut short (a kill of the service) left beside it. */
   async discard(): Promise<void> {
-    await rm(this.dir, { recursive: true, force: true })
-    await rm(`${this.dir}.restored`, { recursive: true, force: true })
+    for (const dir of [this.dir, `${this.dir}.restored`, `${this.dir}.partial`]) {
+      await rm(dir, { recursive: true, force: true })
+    }
   }
 
   /**
@@ -147,7 +149,6 @@ export class AgentCheckpoint {
     const binary = criu().path
     if (!binary) return { error: criu().reason }
     const partial = `${this.dir}.partial`
-    await rm(partial, { recursive: true, force: true })
     await this.discard()
     await mkdir(partial, { recursive: true, mode: 0o700 })
     const run = asAgent(options.uid, binary, [
