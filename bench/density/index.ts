@@ -286,8 +286,10 @@ async function main() {
       .map((file) => JSON.parse(readFileSync(file, 'utf8')).bytes as number)
 
     const wakes: number[] = []
+    const wakeStarts = new Map<string, number>()
     await pool(sample, 2, async (agent) => {
       const first = Date.now()
+      wakeStarts.set(agent.id, first)
       for (let i = 0; i < 600; i++) {
         const chat = await call(`/api/v1/agents/${agent.id}/chat`, {
           method: 'POST',
@@ -296,6 +298,11 @@ async function main() {
         })
         if (chat.status === 200 && chat.body.data.model !== 'local-dev') {
           wakes.push((Date.now() - first) / 1000)
+          if (process.env.DENSITY_WAKE_LOGS) {
+            console.error(
+              `[density] ${agent.id}: woke ${new Date(first).toISOString()} -> reply ${new Date().toISOString()}`
+            )
+          }
           return
         }
         await new Promise((resolve) => setTimeout(resolve, 250))
@@ -344,11 +351,35 @@ async function main() {
       'wake (message -> first container reply) p50 / p95',
       `${percentile(wakes, 50).toFixed(1)} s / ${percentile(wakes, 95).toFixed(1)} s (${wakes.length} of ${sample.length})`
     )
-    const restored = sample.filter((agent) => {
+    if (process.env.DENSITY_WAKE_LOGS) {
+      for (const agent of sample) {
+        const log = join(storage, 'agents', agent.id, 'runtime', 'output.log')
+        const lines = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : []
+        console.error(`[density] ${agent.id}:\n  ${lines.slice(-8).join('\n  ')}`)
+      }
+    }
+    // Message -> its container running again (restored, or booted), from the agent's log.
+    const running = sample.flatMap((agent) => {
       const log = join(storage, 'agents', agent.id, 'runtime', 'output.log')
-      return existsSync(log) && readFileSync(log, 'utf8').includes('from its checkpoint')
-    }).length
+      const text = existsSync(log) ? readFileSync(log, 'utf8') : ''
+      const woke = wakeStarts.get(agent.id) ?? 0
+      const at = [...text.matchAll(/^\[runtime ([^\]]+)\] (restored|started) /gm)]
+        .map((match) => ({ at: Date.parse(match[1]), restored: match[2] === 'restored' }))
+        .find((entry) => entry.at >= woke)
+      return at ? [{ secs: (at.at - woke) / 1000, restored: at.restored }] : []
+    })
+    const restored = running.filter((entry) => entry.restored).length
     row('wakes restored from a checkpoint (the rest booted)', `${restored} of ${wakes.length}`)
+    row(
+      'wake (message -> container running again) p50 / p95',
+      `${percentile(
+        running.map((entry) => entry.secs),
+        50
+      ).toFixed(1)} s / ${percentile(
+        running.map((entry) => entry.secs),
+        95
+      ).toFixed(1)} s`
+    )
     row(
       'checkpoints on disk when the sample slept',
       `${checkpoints.length} agents, ${(checkpoints.reduce((a, b) => a + b, 0) / 1024 ** 3).toFixed(1)} GB`
