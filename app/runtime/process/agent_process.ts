@@ -308,8 +308,8 @@ export class AgentProcess {
 
   /**
    * Spawns `launch` in its own process group, output to the agent's log,
-   * behind the cgroup gate when the agent has groups. Undefined (and a
-   * failed start reported) when it could not be spawned.
+   * behind the cgroup gate when the agent has groups; the error when it
+   * could not be spawned.
    */
   #launch(
     launch: { command: string; args: string[] },
