@@ -22,7 +22,6 @@
  * once per framework version.
  */
 import { randomUUID } from 'node:crypto'
-import { readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -33,11 +32,9 @@ import { PackageCache } from '#runtime/package_cache'
 import { PythonPackageCache } from '#runtime/python_cache'
 import { ProcessDriver } from '#runtime/process/process_driver'
 import { RuntimeService } from '#runtime/runtime_service'
-import { agentPaths } from '#runtime/agent_paths'
-import { ticksPerSecond, treeUsage } from '#runtime/process/proc_stats'
-import { readRecord } from '#runtime/process/process_record'
 import { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
 import { HERMES_PYPI_VERSION, HERMES_REQUIREMENTS } from '../../plugins/hermes/index.ts'
+import { treeCpuSecs } from '../shared/process_tree.ts'
 import { startFakeModelProvider } from '../../tests/helpers/fake_model_provider.ts'
 
 const root = join(import.meta.dirname, '..', '..')
@@ -67,24 +64,6 @@ interface Sample {
   /** CPU seconds its processes used until ready: less sensitive than wall time to a busy machine. */
   readyCpuSecs: number
   wakeCpuSecs: number
-}
-
-/** CPU seconds (user + system, waited-for children included) of the agent's process tree. */
-async function treeCpuSecs(agentsDir: string, agentId: string): Promise<number> {
-  const record = await readRecord(agentPaths(agentsDir, agentId).recordFile)
-  if (!record) return Number.NaN
-  let ticks = 0
-  for (const pid of treeUsage(record.pid).pids) {
-    try {
-      const text = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
-      // Fields 14-17 (utime, stime, cutime, cstime); this array starts at field 3.
-      ticks += [11, 12, 13, 14].reduce((sum, index) => sum + Number(fields[index]), 0)
-    } catch {
-      // Exited meanwhile.
-    }
-  }
-  return ticks / ticksPerSecond()
 }
 
 function stats(numbers: number[]) {

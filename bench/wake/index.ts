@@ -26,11 +26,11 @@ import { PluginRegistry } from '#plugins/plugin_registry'
 import { agentPaths } from '#runtime/agent_paths'
 import { PackageCache } from '#runtime/package_cache'
 import { criu } from '#runtime/process/checkpoint'
-import { ticksPerSecond, treeUsage } from '#runtime/process/proc_stats'
 import { ProcessDriver } from '#runtime/process/process_driver'
-import { markedProcesses, readRecord } from '#runtime/process/process_record'
+import { markedProcesses } from '#runtime/process/process_record'
 import { RuntimeService } from '#runtime/runtime_service'
 import { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
+import { treeCpuSecs } from '../shared/process_tree.ts'
 import { startFakeModelProvider } from '../../tests/helpers/fake_model_provider.ts'
 
 const root = join(import.meta.dirname, '..', '..')
@@ -94,22 +94,6 @@ function folderMb(dir: string): number {
   let bytes = 0
   for (const name of readdirSync(dir)) bytes += statSync(join(dir, name)).size
   return bytes / 1024 / 1024
-}
-
-async function treeCpuSecs(agentsDir: string, agentId: string): Promise<number> {
-  const record = await readRecord(agentPaths(agentsDir, agentId).recordFile)
-  if (!record) return Number.NaN
-  let ticks = 0
-  for (const pid of treeUsage(record.pid).pids) {
-    try {
-      const text = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
-      ticks += [11, 12, 13, 14].reduce((sum, index) => sum + Number(fields[index]), 0)
-    } catch {
-      // Exited meanwhile.
-    }
-  }
-  return ticks / ticksPerSecond()
 }
 
 async function main() {

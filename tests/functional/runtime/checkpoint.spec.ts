@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
+import type { Assert } from '@japa/assert'
 import { test } from '@japa/runner'
 import { agentPaths } from '#runtime/agent_paths'
 import { compressesCheckpoints, criu } from '#runtime/process/checkpoint'
@@ -35,6 +36,23 @@ async function startReady(harness: RuntimeHarness, agentId: string, config = {})
 
 function checkpointDir(harness: RuntimeHarness, agentId: string) {
   return join(agentPaths(harness.agentsDir, agentId).runtime, 'checkpoint')
+}
+
+/** Sleeps a fresh agent and wakes it: nothing runs meanwhile, no checkpoint is kept, it boots anew. */
+async function assertSleepsWithoutCheckpoint(harness: RuntimeHarness, assert: Assert) {
+  const agentId = randomUUID()
+  await startReady(harness, agentId)
+  const before = await count(harness, agentId)
+  await harness.runtime.sleep(agentId)
+  assert.isTrue(
+    harness.events.some((event) => event.type === 'sleeping' && event.agentId === agentId)
+  )
+  assert.deepEqual(markedProcesses(agentId), [])
+  assert.isFalse(existsSync(checkpointDir(harness, agentId)))
+  await startReady(harness, agentId)
+  const after = await count(harness, agentId)
+  assert.equal(after.count, 1, 'a fresh boot')
+  assert.notEqual(after.since, before.since)
 }
 
 test.group('Runtime / checkpointed sleep and wake (process driver, CRIU)', (group) => {
@@ -201,18 +219,7 @@ test.group('Runtime / checkpoints that do not fit', (group) => {
   })
 
   test('an agent whose checkpoint does not fit wakes by booting', async ({ assert }) => {
-    const agentId = randomUUID()
-    await startReady(harness, agentId)
-    const before = await count(harness, agentId)
-    await harness.runtime.sleep(agentId)
-    assert.deepEqual(markedProcesses(agentId), [])
-    assert.isFalse(existsSync(checkpointDir(harness, agentId)))
-    await startReady(harness, agentId)
-    const after = await count(harness, agentId)
-    assert.notEqual(after.since, before.since)
-    assert.isTrue(
-      harness.events.some((event) => event.type === 'sleeping' && event.agentId === agentId)
-    )
+    await assertSleepsWithoutCheckpoint(harness, assert)
   })
     .skip(!canCheckpoint, skipReason)
     .timeout(60_000)
@@ -226,15 +233,6 @@ test.group('Runtime / sleep without checkpoints', (group) => {
   })
 
   test('AGENT_CHECKPOINT=off: a sleep is a plain stop and a wake a boot', async ({ assert }) => {
-    const agentId = randomUUID()
-    await startReady(harness, agentId)
-    const before = await count(harness, agentId)
-    await harness.runtime.sleep(agentId)
-    assert.deepEqual(markedProcesses(agentId), [])
-    assert.isFalse(existsSync(checkpointDir(harness, agentId)))
-    await startReady(harness, agentId)
-    const after = await count(harness, agentId)
-    assert.equal(after.count, 1)
-    assert.notEqual(after.since, before.since)
+    await assertSleepsWithoutCheckpoint(harness, assert)
   }).timeout(60_000)
 })
