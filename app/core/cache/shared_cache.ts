@@ -66,23 +66,21 @@ export async function cacheSet(key: string, value: unknown, ttlSeconds: number):
 
 /**
  * The cached value of `key`, else `compute()`'s, kept `ttlSeconds` for
- * every instance. A failed computation is not cached.
+ * every instance. A failed computation is not cached. Concurrent callers in
+ * this process share one lookup and one computation: the lookup is part of
+ * what they share, so a caller whose read started before another's write
+ * landed does not compute again.
  */
-export async function cached<T>(
-  key: string,
-  ttlSeconds: number,
-  compute: () => Promise<T>
-): Promise<T> {
-  const hit = await cacheGet<T>(key)
-  if (hit !== undefined) return hit
+export function cached<T>(key: string, ttlSeconds: number, compute: () => Promise<T>): Promise<T> {
   let pending = inFlight.get(key) as Promise<T> | undefined
   if (!pending) {
-    pending = compute()
-      .then(async (value) => {
-        await cacheSet(key, value, ttlSeconds)
-        return value
-      })
-      .finally(() => inFlight.delete(key))
+    pending = (async () => {
+      const hit = await cacheGet<T>(key)
+      if (hit !== undefined) return hit
+      const value = await compute()
+      await cacheSet(key, value, ttlSeconds)
+      return value
+    })().finally(() => inFlight.delete(key))
     inFlight.set(key, pending)
   }
   return pending
