@@ -569,15 +569,22 @@ export class AgentProcess {
       this.logFile.note(`still running after ${this.settings.stopGraceMs}ms: SIGKILL`)
       signalTree(record.pid, survivors, 'SIGKILL')
     }
+    await this.#ended(record, exited, 'stopped')
+    await this.#stopped('stopped')
+  }
+
+  /**
+   * Until the run's launcher has exited (at most 5 s): our own child reports
+   * it; an adopted process is gone once /proc says so.
+   */
+  async #ended(record: ProcessRecord, exited: Promise<void>, reason: string) {
     if (this.#child) {
       await Promise.race([exited, sleep(5000)])
-    } else {
-      // Adopted: nobody reports its exit; it is gone once /proc says so.
-      const killDeadline = Date.now() + 5000
-      while (isAlive(record.pid) && Date.now() < killDeadline) await sleep(50)
-      this.#onExit(this.#generation, 'stopped')
+      return
     }
-    await this.#stopped('stopped')
+    const deadline = Date.now() + 5000
+    while (isAlive(record.pid) && Date.now() < deadline) await sleep(20)
+    this.#onExit(this.#generation, reason)
   }
 
   /** What every stop ends with: no run, no record, no groups. */
@@ -633,13 +640,7 @@ export class AgentProcess {
       return false
     }
     // The dump ended the framework; its launcher follows.
-    if (this.#child) {
-      await Promise.race([exited, sleep(5000)])
-    } else {
-      const deadline = Date.now() + 5000
-      while (isAlive(record.pid) && Date.now() < deadline) await sleep(20)
-      this.#onExit(this.#generation, 'checkpointed')
-    }
+    await this.#ended(record, exited, 'checkpointed')
     // A restore needs the same pids: wait until its orphans are reaped, not just dead.
     const reaped = Date.now() + 5000
     while (members.some((pid) => readProcStat(pid)) && Date.now() < reaped) await sleep(20)
