@@ -30,6 +30,7 @@ export const middleware = router.named({
   optionalAuth: () => import('#identity/middleware/optional_auth_middleware'),
   quota: () => import('#identity/middleware/quota_middleware'),
   session: () => import('@adonisjs/session/session_middleware'),
+  consoleSession: () => import('#console/middleware/console_session_middleware'),
   shield: () => import('@adonisjs/shield/shield_middleware'),
   consoleAuth: () => import('#console/middleware/console_auth_middleware'),
 })

@@ -62,7 +62,7 @@ router
   })
   .prefix('/console')
   .as('console')
-  .use([middleware.session(), middleware.shield()])
+  .use([middleware.consoleSession(), middleware.shield()])
 
 // Live updates: Transmit's SSE and subscribe routes, for signed-in staff only.
 transmit.registerRoutes((route) => {

@@ -8,8 +8,13 @@ if (live.length > 0) {
 
   const handlers = {
     // Re-fetch this page and swap in the element's new content (no reload).
+    // The header makes the server leave the session as it is (see
+    // console_session_middleware.ts): this may run while a form is posting.
     async refresh(element) {
-      const answer = await fetch(window.location.href, { credentials: 'same-origin' })
+      const answer = await fetch(window.location.href, {
+        credentials: 'same-origin',
+        headers: { 'X-Console-Refresh': '1' },
+      })
       if (!answer.ok) return
       const page = new DOMParser().parseFromString(await answer.text(), 'text/html')
       const fresh = page.getElementById(element.id)

@@ -44,13 +44,19 @@ export class ConsoleVisitor {
     }
   }
 
-  async request(method: string, path: string, form?: Record<string, string>): Promise<PageAnswer> {
+  async request(
+    method: string,
+    path: string,
+    form?: Record<string, string>,
+    headers: Record<string, string> = {}
+  ): Promise<PageAnswer> {
     const response = await fetch(`${baseUrl()}${path}`, {
       method,
       redirect: 'manual',
       headers: {
         cookie: this.#cookieHeader(),
         ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+        ...headers,
       },
       body: form ? new URLSearchParams(form).toString() : undefined,
     })
@@ -63,6 +69,11 @@ export class ConsoleVisitor {
 
   get(path: string) {
     return this.request('GET', path)
+  }
+
+  /** The re-fetch console.js makes when a live message arrives. */
+  liveRefresh(path: string) {
+    return this.request('GET', path, undefined, { 'x-console-refresh': '1' })
   }
 
   /** Posts a form with the CSRF token of the last page loaded (unless `csrf: false`). */

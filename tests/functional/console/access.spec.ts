@@ -206,6 +206,33 @@ test.group('Console: sign-in and role gates', () => {
     assert.equal(await balanceStatus(jwt), 200)
   })
 
+  test('a live refresh during a form post leaves the notice and the session cookie to the post', async ({
+    assert,
+    client,
+  }) => {
+    const holder = await createUser()
+    const ticket = await client
+      .post('/support/tickets')
+      .bearerToken(jwtFor(holder))
+      .json({ subject: 'Refresh race', body: 'Agent is paused', category: 'technical' })
+    ticket.assertStatus(201)
+    const path = `/console/support/${ticket.body().data.id}`
+    const operator = await ConsoleVisitor.signedIn(await createUser({ role: 'operator' }))
+    await operator.get(path)
+    const posted = await operator.post(`${path}/replies`, { body: 'We resumed your agent.' })
+    assert.equal(posted.location, path)
+
+    // The reply's live message makes the old page re-fetch itself before it follows the redirect.
+    const cookiesAfterPost = new Map(operator.cookies)
+    const refreshed = await operator.liveRefresh(path)
+    assert.equal(refreshed.status, 200)
+    assert.include(refreshed.html, 'We resumed your agent.')
+    assert.deepEqual(operator.cookies, cookiesAfterPost, 'the refresh sets no cookie')
+
+    const landed = await operator.get(path)
+    assert.include(landed.html, 'Reply sent to the account holder')
+  })
+
   test('unknown or malformed ids are 404 pages, never 500', async ({ assert }) => {
     const visitor = await ConsoleVisitor.signedIn(await createUser({ role: 'admin' }))
     for (const path of [
