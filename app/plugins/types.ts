@@ -221,6 +221,14 @@ export interface FrameworkAdapter {
    */
   skillsDir?: { root: 'state' | 'workspace'; path: string; reload: 'watch' | 'restart' }
 
+  /**
+   * The framework's first turn does one-time work that takes seconds
+   * (OpenClaw: ~8 s of CPU). When set, a gateway that has had no turn gets a
+   * private one (app/runtime/warm_up.ts) before its first checkpoint, so a
+   * wake does not pay that work again on a user's message.
+   */
+  warmUpBeforeCheckpoint?: boolean
+
   /** Path and headers of the OpenAI-compatible chat endpoint inside the agent. */
   chatEndpoint(context: Pick<AgentRuntimeContext, 'agentId' | 'gatewayToken'>): {
     path: string

@@ -7,6 +7,7 @@ import type { FrameworkPlugin } from '#plugins/types'
 import { agentPaths } from '#runtime/agent_paths'
 import { chatOnce, chatStream, type ChatTarget } from '#runtime/chat_client'
 import { gatewayTokenFor } from '#runtime/credentials'
+import { warmUpRequest } from '#runtime/warm_up'
 import { assertStartable, overQuota, withWorkspaceQuota } from '#runtime/files/workspace_quota'
 import { CapacityManager, type CapacitySnapshot } from '#runtime/capacity/capacity_manager'
 import type {
@@ -44,6 +45,8 @@ export interface RuntimeServiceOptions {
    * absent. Read at each use, so a change applies at once.
    */
   capacity?: { bootConcurrency: number; memoryBudgetMb: number; workspaceQuotaMb?: number }
+  /** The warm-up turn before a first checkpoint (see #warmUp). Default on; bench:wake turns it off to compare. */
+  warmUpBeforeCheckpoint?: boolean
   log?: (
     level: 'info' | 'warn' | 'error',
     message: string,
@@ -57,6 +60,9 @@ export interface RuntimeServiceOptions {
  * running (the agents area tells it from the stored status).
  */
 export type ContainerView = 'running' | 'starting' | 'queued' | 'stopped' | 'error'
+
+/** Longest wait for the warm-up turn (OpenClaw's takes ~8 s of CPU, more on a busy host). */
+const WARM_UP_TIMEOUT_MS = 120_000
 
 /** Config keys whose values are secrets (CONTRACT.md): they never reach a log answer. */
 const SECRET_KEY = /(key|token|secret|password)$/i
@@ -91,6 +97,8 @@ export class RuntimeService {
   readonly #ready = new Set<string>()
   /** Agents being put to sleep: their `stopped` event is reported as `sleeping`. */
   readonly #sleeping = new Set<string>()
+  /** Agents whose running framework has answered a turn since it booted (a restore keeps it). */
+  readonly #hadTurn = new Set<string>()
 
   constructor(private readonly options: RuntimeServiceOptions) {
     this.driver = options.driver
@@ -111,6 +119,10 @@ export class RuntimeService {
         this.#capacity.booted(event.agentId)
         break
       case 'started':
+        this.#ready.delete(event.agentId)
+        // A boot starts cold; a restore goes on from the checkpointed run.
+        if (!event.restored) this.#hadTurn.delete(event.agentId)
+        break
       case 'exited':
       case 'restarting':
         this.#ready.delete(event.agentId)
@@ -244,11 +256,41 @@ export class RuntimeService {
   async sleep(agentId: string): Promise<void> {
     this.#sleeping.add(agentId)
     try {
-      await (this.driver.hibernate ? this.driver.hibernate(agentId) : this.driver.stop(agentId))
+      if (this.driver.hibernate) {
+        await this.#warmUp(agentId)
+        await this.driver.hibernate(agentId)
+      } else {
+        await this.driver.stop(agentId)
+      }
     } finally {
       // A stop that emitted no event (nothing ran) leaves no mark behind.
       this.#sleeping.delete(agentId)
       this.#capacity.release(agentId)
+    }
+  }
+
+  /**
+   * Before a checkpoint: a framework whose first turn does slow one-time work
+   * (`warmUpBeforeCheckpoint`) and that has had no turn since it booted gets
+   * a private one (app/runtime/warm_up.ts), so the checkpoint holds that work
+   * and a wake answers a user's message without redoing it. A failure only
+   * costs the wake that time.
+   */
+  async #warmUp(agentId: string): Promise<void> {
+    if (this.options.warmUpBeforeCheckpoint === false) return
+    if (this.#hadTurn.has(agentId) || !this.#ready.has(agentId)) return
+    const info = await this.driver.inspect(agentId)
+    if (
+      !info.framework ||
+      !this.options.frameworks.framework(info.framework).warmUpBeforeCheckpoint
+    )
+      return
+    try {
+      await this.chat(agentId, warmUpRequest(AbortSignal.timeout(WARM_UP_TIMEOUT_MS)))
+    } catch (error) {
+      this.options.log?.('warn', `agent ${agentId}: warm-up turn failed`, {
+        reason: (error as Error).message,
+      })
     }
   }
 
@@ -319,6 +361,7 @@ export class RuntimeService {
   async remove(agentId: string): Promise<void> {
     await this.driver.remove(agentId)
     this.#secrets.delete(agentId)
+    this.#hadTurn.delete(agentId)
   }
 
   status(agentId: string): Promise<ContainerInfo> {
@@ -511,9 +554,11 @@ export class RuntimeService {
    * framework fails (the chat area then falls back to the hosted path).
    */
   async chat(agentId: string, request: ContainerChatRequest): Promise<ContainerChatReply> {
-    return chatOnce(await this.#chatTarget(agentId), request, {
+    const reply = await chatOnce(await this.#chatTarget(agentId), request, {
       replyTimeoutMs: this.options.chatTimeoutMs,
     })
+    this.#hadTurn.add(agentId)
+    return reply
   }
 
   /** The same, streamed: yields `{ token }` chunks and returns the whole reply. */
@@ -522,7 +567,9 @@ export class RuntimeService {
     request: ContainerChatRequest
   ): AsyncGenerator<ContainerChatChunk, ContainerChatReply> {
     const target = await this.#chatTarget(agentId)
-    return yield* chatStream(target, request, { replyTimeoutMs: this.options.chatTimeoutMs })
+    const reply = yield* chatStream(target, request, { replyTimeoutMs: this.options.chatTimeoutMs })
+    this.#hadTurn.add(agentId)
+    return reply
   }
 
   /**

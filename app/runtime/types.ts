@@ -96,7 +96,14 @@ export interface WorkspaceFiles {
 
 /** Events drivers emit; the agents layer turns them into feed events and agent status. */
 export type RuntimeEvent =
-  | { type: 'started'; agentId: string; containerId: string; at: Date }
+  | {
+      type: 'started'
+      agentId: string
+      containerId: string
+      at: Date
+      /** Restored from a checkpoint (the run goes on) rather than booted. */
+      restored?: boolean
+    }
   | { type: 'ready'; agentId: string; containerId: string | null; at: Date }
   | {
       type: 'exited'

@@ -4,15 +4,17 @@
  * side with a cold boot (AGENT_CHECKPOINT=off), on real OpenClaw (or any
  * framework), the process driver and the real sandbox.
  *
- *   npm run bench:wake -- [--runs 5] [--framework openclaw] [--asleep-secs 5] [--json]
+ *   npm run bench:wake -- [--runs 5] [--framework openclaw] [--asleep-secs 5] [--no-turn] [--json]
  *
  * Each run boots a fresh agent to ready, chats once (its model provider is a
  * local streaming stand-in), puts it to sleep through the runtime (as the
  * idle timer and the capacity manager do), reads what it holds while asleep
  * (processes, resident memory, bytes on disk), then wakes it the way a
  * message does (start, readiness, one chat) and times that to the reply.
- * Runs of the two modes alternate, so a busy moment of the machine hits both
- * alike. Needs root, bubblewrap and CRIU 4.2+ (scripts/install-criu.sh) for
+ * Runs of the modes alternate, so a busy moment of the machine hits them
+ * alike. `--no-turn`: the agent sleeps without that first chat (as one whose
+ * first message was answered on the hosted path while it booted), and a third
+ * mode checkpoints without the runtime's warm-up turn, to show what it saves. Needs root, bubblewrap and CRIU 4.2+ (scripts/install-criu.sh) for
  * the checkpoint mode.
  */
 import { randomUUID } from 'node:crypto'
@@ -39,17 +41,21 @@ const { values } = parseArgs({
     'runs': { type: 'string', default: '5' },
     'framework': { type: 'string', default: 'openclaw' },
     'asleep-secs': { type: 'string', default: '5' },
+    'no-turn': { type: 'boolean', default: false },
     'json': { type: 'boolean', default: false },
   },
 })
 const runs = Math.max(1, Number(values.runs))
 const framework = values.framework!
 const asleepMs = Number(values['asleep-secs']) * 1000
+const turnBeforeSleep = !values['no-turn']
 const storage = process.env.STORAGE_DIR ?? join(root, 'storage')
 const cacheDir = join(storage, 'runtime')
 
+type Mode = 'cold boot' | 'checkpoint' | 'checkpoint, no warm-up'
+
 interface Sample {
-  mode: 'checkpoint' | 'cold boot'
+  mode: Mode
   run: number
   /** Time the sleep took (checkpoint written, or plain stop). */
   sleepSecs: number
@@ -104,14 +110,30 @@ async function main() {
   ])
   const provider = await startFakeModelProvider({ reply: 'Benchmark reply.' })
   const agentsDir = await mkdtemp(join(tmpdir(), 'agent-host-bench-wake-'))
-  const make = (checkpoints: boolean) => {
-    const driver = new ProcessDriver({ agentsDir, cacheDir, stopGraceMs: 15_000, checkpoints })
-    return { driver, runtime: new RuntimeService({ driver, frameworks: registry, agentsDir }) }
+  const make = (mode: Mode) => {
+    const driver = new ProcessDriver({
+      agentsDir,
+      cacheDir,
+      stopGraceMs: 15_000,
+      checkpoints: mode !== 'cold boot',
+    })
+    const warmUpBeforeCheckpoint = mode !== 'checkpoint, no warm-up'
+    return {
+      mode,
+      driver,
+      runtime: new RuntimeService({
+        driver,
+        frameworks: registry,
+        agentsDir,
+        warmUpBeforeCheckpoint,
+      }),
+    }
   }
-  const modes = [
-    { mode: 'cold boot' as const, ...make(false) },
-    { mode: 'checkpoint' as const, ...make(true) },
-  ]
+  const modes = (
+    turnBeforeSleep
+      ? (['cold boot', 'checkpoint'] as const)
+      : (['cold boot', 'checkpoint', 'checkpoint, no warm-up'] as const)
+  ).map(make)
   const samples: Sample[] = []
   const specFor = (agentId: string) => ({
     agentId,
@@ -146,7 +168,7 @@ async function main() {
           console.error(await runtime.logs(agentId, { tail: 40 }))
           throw error
         })
-        await reply()
+        if (turnBeforeSleep) await reply()
         const coldSecs = (performance.now() - t0) / 1000
 
         const t1 = performance.now()
@@ -220,12 +242,12 @@ async function main() {
     `\nwake of a sleeping ${framework} agent to its first container-served reply (process driver, Node ${process.version}, ${cpus().length} CPUs)`
   )
   console.log(
-    `${'wake by'.padEnd(11)} runs  wake p50 s  wake p95 s  vs cold boot  CPU to wake s  sleep s  RSS asleep MB  disk asleep MB  (create to first reply p50 s)`
+    `${'wake by'.padEnd(22)} runs  wake p50 s  wake p95 s  vs cold boot  CPU to wake s  sleep s  RSS asleep MB  disk asleep MB  (create to ${turnBeforeSleep ? 'first reply' : 'ready'} p50 s)`
   )
   for (const row of rows) {
     console.log(
       [
-        row.mode.padEnd(11),
+        row.mode.padEnd(22),
         String(row.runs).padStart(4),
         fmt(row.wakeP50, 2).padStart(10),
         fmt(row.wakeP95, 2).padStart(11),

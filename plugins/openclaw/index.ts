@@ -250,6 +250,9 @@ export default definePlugin<FrameworkPlugin>({
   // Measured: 0.8-1.3 GB resident per gateway.
   resources: { memoryMb: 2048, cpus: 1, pids: 512 },
   readinessPath: '/readyz',
+  // Its first turn catalogues its tools and sets up its session store: ~8 s of CPU that a
+  // wake from a checkpoint taken before any turn pays on the user's message (docs/runtime.md).
+  warmUpBeforeCheckpoint: true,
   // Workspace skills (highest precedence); the gateway's skills watcher picks up changes.
   skillsDir: { root: 'workspace', path: 'skills', reload: 'watch' },
 

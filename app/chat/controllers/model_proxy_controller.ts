@@ -10,7 +10,13 @@ import { mapError } from '#core/http/error_envelope'
 import { agentForProxyToken } from '#agents/services/agent_tokens'
 import { bearerFromHeader } from '#identity/services/token_authenticator'
 import { hostedCompletion, isModelOffered, openHostedStream } from '#chat/services/model_proxy'
-import { localDevModelEntry } from '#chat/services/local_dev_model'
+import {
+  lastUserText,
+  localDevChunks,
+  localDevCompletion,
+  localDevModelEntry,
+} from '#chat/services/local_dev_model'
+import { WARM_UP_MARKER, WARM_UP_REPLY } from '#runtime/warm_up'
 import { upstreamRequest } from '#chat/services/upstream_http'
 import { chatConfig } from '#config/chat'
 import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
@@ -41,6 +47,24 @@ function completionBody(ctx: HttpContext): Record<string, any> {
 }
 
 /**
+ * The runtime's private warm-up turn before a first checkpoint
+ * (app/runtime/warm_up.ts): answered here, free, unmetered, no upstream.
+ */
+function answerWarmUp(ctx: HttpContext, body: Record<string, any>) {
+  if (body.stream !== true) {
+    writeRawJson(ctx, 200, localDevCompletion(body.messages, WARM_UP_REPLY))
+    return
+  }
+  const sse = new SseStream(ctx, { heartbeatMs: chatConfig.sseHeartbeatMs })
+  sse.open()
+  for (const chunk of localDevChunks(body.messages, WARM_UP_REPLY)) {
+    if ('usage' in chunk && body.stream_options?.include_usage !== true) continue
+    sse.sendData(JSON.stringify(chunk))
+  }
+  sse.done()
+}
+
+/**
  * The OpenAI-compatible model proxy agents' containers call (and any
  * OpenAI client with an agent's proxy token). Answers are OpenAI's own
  * format, not the service envelope; errors use the envelope.
@@ -56,6 +80,7 @@ export default class ModelProxyController {
   async completions(ctx: HttpContext) {
     const agent = await proxyAgent(ctx)
     const body = completionBody(ctx)
+    if (lastUserText(body.messages).includes(WARM_UP_MARKER)) return answerWarmUp(ctx, body)
     const abort = abortOnDisconnect(ctx)
     const options = {
       payerId: agent.userId,

@@ -12,7 +12,8 @@ export const LOCAL_DEV_NOTICE =
   'This is local-dev, the built-in development model of this service, not a real AI model ' +
   '(no MODEL_API_URL is configured).'
 
-function lastUserText(messages: unknown): string {
+/** The newest user message's text (parts of a multi-part message joined). */
+export function lastUserText(messages: unknown): string {
   if (!Array.isArray(messages)) return ''
   for (let i = messages.length - 1; i >= 0; i--) {
     const entry = messages[i]
@@ -52,9 +53,8 @@ function completionId() {
   return `chatcmpl-local-${randomBytes(9).toString('base64url')}`
 }
 
-/** A whole `chat.completion` answer. */
-export function localDevCompletion(messages: unknown) {
-  const text = localDevText(messages)
+/** A whole `chat.completion` answer (`text`: what it says, by default local-dev's reply). */
+export function localDevCompletion(messages: unknown, text = localDevText(messages)) {
   return {
     id: completionId(),
     object: 'chat.completion',
@@ -73,8 +73,10 @@ export function localDevCompletion(messages: unknown) {
 }
 
 /** `chat.completion.chunk` payloads, word by word, ending with the usage chunk. */
-export function* localDevChunks(messages: unknown): Generator<Record<string, unknown>> {
-  const text = localDevText(messages)
+export function* localDevChunks(
+  messages: unknown,
+  text = localDevText(messages)
+): Generator<Record<string, unknown>> {
   const id = completionId()
   const created = Math.floor(Date.now() / 1000)
   const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({

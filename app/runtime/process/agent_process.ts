@@ -420,7 +420,13 @@ export class AgentProcess {
         ? `restored ${prepared.framework} from its checkpoint under process ${child.pid} on 127.0.0.1:${prepared.port}`
         : `started ${prepared.framework} as process ${child.pid} on 127.0.0.1:${prepared.port}`
     )
-    this.emit({ type: 'started', agentId: this.agentId, containerId, at: new Date() })
+    this.emit({
+      type: 'started',
+      agentId: this.agentId,
+      containerId,
+      at: new Date(),
+      ...(restore ? { restored: true } : {}),
+    })
     this.#startPolling()
     return true
   }

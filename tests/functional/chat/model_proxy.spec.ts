@@ -8,6 +8,7 @@ import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { apiKeyFor, createUser, creditsOf, jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 import { readSse, startModelUpstream, useUpstream } from '#tests/helpers/model_upstream'
+import { WARM_UP_REPLY, warmUpRequest } from '#runtime/warm_up'
 
 /** 1 credit per input token, 2 per output token: costs are easy to check by hand. */
 const METERED = { 'metered-model': { input: 1_000_000, output: 2_000_000 } }
@@ -227,6 +228,45 @@ test.group('Model proxy: forwarding to MODEL_API_URL and metering', (group) => {
       .map((event) => JSON.parse(event))
       .find((chunk) => chunk.choices.length === 0)
     assert.deepInclude(usageChunk.usage, { prompt_tokens: 4, completion_tokens: 2 })
+  })
+
+  test("the runtime's warm-up turn is answered by the proxy itself: never upstream, free, whole or streamed", async ({
+    assert,
+  }) => {
+    const { owner, token } = await proxyAgent(0)
+    // As a framework wraps it: a system prompt first, a timestamp before the message.
+    const messages = [
+      { role: 'system', content: 'You are a helpful agent.' },
+      {
+        role: 'user',
+        content: `[Thu 2026-11-26 10:00 UTC] ${warmUpRequest().messages[0].content}`,
+      },
+    ]
+    const whole = await completions(token, { model: 'metered-model', messages })
+    assert.equal(whole.status, 200)
+    const json: any = await whole.json()
+    assert.equal(json.choices[0].message.content, WARM_UP_REPLY)
+
+    const streamed = await completions(token, { model: 'metered-model', messages, stream: true })
+    assert.equal(streamed.status, 200)
+    const { events } = await readSse(streamed)
+    assert.equal(events.at(-1), '[DONE]')
+    const text = events
+      .slice(0, -1)
+      .map((event) => JSON.parse(event).choices[0]?.delta?.content ?? '')
+      .join('')
+    assert.equal(text, WARM_UP_REPLY)
+
+    assert.lengthOf(upstream.requests, 0)
+    assert.equal(await creditsOf(owner), 0, 'a balance of 0 is no obstacle: it costs nothing')
+    assert.lengthOf(await llmEntries(owner.id), 0)
+
+    // Anything else from the same agent still goes upstream and is metered (here: refused, 402).
+    const other = await completions(token, {
+      model: 'metered-model',
+      messages: [{ role: 'user', content: 'A real question' }],
+    })
+    assert.equal(other.status, 402)
   })
 
   test('402 INSUFFICIENT_CREDITS at a balance of 0, and the upstream is never called', async ({

@@ -9,6 +9,7 @@ import { childPids } from '#runtime/process/proc_stats'
 import { markedProcesses, readRecord } from '#runtime/process/process_record'
 import { agentUid, bubblewrapWorks } from '#runtime/process/sandbox'
 import { fixtureSpec, processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
+import { WARM_UP_CONVERSATION } from '#runtime/warm_up'
 
 /**
  * Sleep with a CRIU checkpoint and wake by restoring it (docs/runtime.md
@@ -130,6 +131,42 @@ test.group('Runtime / checkpointed sleep and wake (process driver, CRIU)', (grou
     const third = await count(harness, agentId)
     assert.equal(third.count, 3)
     assert.equal(third.since, first.since)
+  })
+    .skip(!canCheckpoint, skipReason)
+    .timeout(90_000)
+
+  test('a run that had no turn gets one private warm-up turn before its checkpoint; a restored run does not need another', async ({
+    assert,
+  }) => {
+    const agentId = randomUUID()
+    const logOf = (id: string) => readFileSync(agentPaths(harness.agentsDir, id).logFile, 'utf8')
+    const warmUps = (id: string) =>
+      logOf(id)
+        .split('\n')
+        .filter((line) => line.includes(`chat user=${WARM_UP_CONVERSATION} `))
+    await startReady(harness, agentId)
+    await harness.runtime.sleep(agentId)
+    assert.lengthOf(warmUps(agentId), 1)
+    assert.isBelow(
+      logOf(agentId).indexOf(`chat user=${WARM_UP_CONVERSATION} `),
+      logOf(agentId).indexOf('asleep: checkpointed to disk'),
+      'the turn came before the checkpoint'
+    )
+
+    await startReady(harness, agentId)
+    await harness.runtime.sleep(agentId)
+    assert.lengthOf(warmUps(agentId), 1, 'restored, the run is still warm')
+
+    // A boot (here: its config changed while it slept) starts cold again.
+    await startReady(harness, agentId, { personality: 'Changed while asleep' })
+    await harness.runtime.sleep(agentId)
+    assert.lengthOf(warmUps(agentId), 2)
+
+    const chatted = randomUUID()
+    await startReady(harness, chatted)
+    await count(harness, chatted)
+    await harness.runtime.sleep(chatted)
+    assert.lengthOf(warmUps(chatted), 0, 'a run that had a turn needs no warm-up')
   })
     .skip(!canCheckpoint, skipReason)
     .timeout(90_000)
