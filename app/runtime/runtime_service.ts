@@ -256,12 +256,9 @@ export class RuntimeService {
   async sleep(agentId: string): Promise<void> {
     this.#sleeping.add(agentId)
     try {
-      if (this.driver.hibernate) {
-        await this.#warmUp(agentId)
-        await this.driver.hibernate(agentId)
-      } else {
-        await this.driver.stop(agentId)
-      }
+      await (this.driver.hibernate
+        ? this.driver.hibernate(agentId, { beforeCheckpoint: () => this.#warmUp(agentId) })
+        : this.driver.stop(agentId))
     } finally {
       // A stop that emitted no event (nothing ran) leaves no mark behind.
       this.#sleeping.delete(agentId)

@@ -172,7 +172,7 @@ export interface ContainerDriver {
    * running processes on disk so that the next start resumes them instead
    * of booting the framework (the process driver, with CRIU).
    */
-  hibernate?(agentId: string): Promise<void>
+  hibernate?(agentId: string, options?: HibernateOptions): Promise<void>
 
   /** Stops it and deletes its container, volume and folder. Irreversible. */
   remove(agentId: string): Promise<void>
@@ -238,6 +238,11 @@ export interface MonitoringFigures extends ContainerUsage {
 }
 
 /** A chat sent through the agent's own framework. */
+export interface HibernateOptions {
+  /** Runs once it is settled that a checkpoint will be taken, just before it is. */
+  beforeCheckpoint?: () => Promise<void>
+}
+
 export interface ContainerChatRequest {
   messages: ChatTurn[]
   /** Stable id of the conversation; frameworks keep a session per id (OpenAI `user`). */

@@ -39,6 +39,7 @@ import type {
   ContainerInfo,
   ContainerUsage,
   CreateRequest,
+  HibernateOptions,
   RuntimeEvent,
   RuntimeEventListener,
   SkillChange,
@@ -440,9 +441,10 @@ export class ProcessDriver implements ContainerDriver {
    * so that the next start restores them; otherwise (or when the checkpoint
    * fails) stops it like stop().
    */
-  async hibernate(agentId: string): Promise<void> {
+  async hibernate(agentId: string, options: HibernateOptions = {}): Promise<void> {
     const agent = this.#agents.get(agentId)
     const room = agent?.canHibernate() === true && (await this.#diskHolds(agent.privateBytes()))
+    if (room) await options.beforeCheckpoint?.()
     await this.#exclusive(agentId, async () => {
       if (!room || !agent?.isLive() || !(await agent.hibernate())) return this.#stop(agentId)
       this.#emit({ type: 'stopped', agentId, at: new Date() })

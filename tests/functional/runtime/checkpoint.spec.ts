@@ -39,6 +39,13 @@ function checkpointDir(harness: RuntimeHarness, agentId: string) {
   return join(agentPaths(harness.agentsDir, agentId).runtime, 'checkpoint')
 }
 
+/** The private warm-up turns the fixture answered (it logs each chat's conversation). */
+function warmUpTurns(harness: RuntimeHarness, agentId: string) {
+  return readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8')
+    .split('\n')
+    .filter((line) => line.includes(`chat user=${WARM_UP_CONVERSATION} `))
+}
+
 /** Sleeps a fresh agent and wakes it: nothing runs meanwhile, no checkpoint is kept, it boots anew. */
 async function assertSleepsWithoutCheckpoint(harness: RuntimeHarness, assert: Assert) {
   const agentId = randomUUID()
@@ -140,10 +147,7 @@ test.group('Runtime / checkpointed sleep and wake (process driver, CRIU)', (grou
   }) => {
     const agentId = randomUUID()
     const logOf = (id: string) => readFileSync(agentPaths(harness.agentsDir, id).logFile, 'utf8')
-    const warmUps = (id: string) =>
-      logOf(id)
-        .split('\n')
-        .filter((line) => line.includes(`chat user=${WARM_UP_CONVERSATION} `))
+    const warmUps = (id: string) => warmUpTurns(harness, id)
     await startReady(harness, agentId)
     await harness.runtime.sleep(agentId)
     assert.lengthOf(warmUps(agentId), 1)
@@ -271,5 +275,13 @@ test.group('Runtime / sleep without checkpoints', (group) => {
 
   test('AGENT_CHECKPOINT=off: a sleep is a plain stop and a wake a boot', async ({ assert }) => {
     await assertSleepsWithoutCheckpoint(harness, assert)
+  }).timeout(60_000)
+
+  test('no checkpoint, no warm-up turn: the wake boots anyway', async ({ assert }) => {
+    const agentId = randomUUID()
+    await startReady(harness, agentId)
+    await harness.runtime.sleep(agentId)
+    assert.deepEqual(markedProcesses(agentId), [])
+    assert.lengthOf(warmUpTurns(harness, agentId), 0)
   }).timeout(60_000)
 })
