@@ -105,7 +105,8 @@ export class RuntimeService {
     this.#capacity = new CapacityManager({
       bootConcurrency: options.capacity?.bootConcurrency ?? Number.POSITIVE_INFINITY,
       memoryBudgetMb: options.capacity?.memoryBudgetMb ?? Number.POSITIVE_INFINITY,
-      sleep: (agentId) => this.sleep(agentId),
+      // A sleep for room: a start waits on it, so it takes no warm-up turn.
+      sleep: (agentId) => this.sleep(agentId, { warmUp: false }),
       log: (message, detail) => options.log?.('info', message, detail),
     })
     this.#detachDriver = this.driver.onEvent((event) => this.#emit(event))
@@ -230,7 +231,9 @@ export class RuntimeService {
       return { info: created, adopted: true }
     }
     // Waits in the boot queue until a boot slot and its memory are free.
-    await this.#capacity.admit(spec.agentId, reservedMb)
+    await this.#capacity.admit(spec.agentId, reservedMb, {
+      resumes: this.driver.resumes?.(spec.agentId) === true,
+    })
     let info: ContainerInfo
     try {
       info = await this.driver.start(spec.agentId)
@@ -253,11 +256,12 @@ export class RuntimeService {
    * Scale to zero: stops the container and keeps everything it has on
    * disk; reported as a `sleeping` event. The next start wakes it.
    */
-  async sleep(agentId: string): Promise<void> {
+  async sleep(agentId: string, options: { warmUp?: boolean } = {}): Promise<void> {
     this.#sleeping.add(agentId)
+    const beforeCheckpoint = options.warmUp === false ? undefined : () => this.#warmUp(agentId)
     try {
       await (this.driver.hibernate
-        ? this.driver.hibernate(agentId, { beforeCheckpoint: () => this.#warmUp(agentId) })
+        ? this.driver.hibernate(agentId, { beforeCheckpoint })
         : this.driver.stop(agentId))
     } finally {
       // A stop that emitted no event (nothing ran) leaves no mark behind.

@@ -174,6 +174,9 @@ export interface ContainerDriver {
    */
   hibernate?(agentId: string, options?: HibernateOptions): Promise<void>
 
+  /** True when its next start would resume a checkpoint instead of booting (the boot queue lets it go first). */
+  resumes?(agentId: string): boolean
+
   /** Stops it and deletes its container, volume and folder. Irreversible. */
   remove(agentId: string): Promise<void>
 

@@ -369,7 +369,10 @@ async function main() {
       return at ? [{ secs: (at.at - woke) / 1000, restored: at.restored }] : []
     })
     const restored = running.filter((entry) => entry.restored).length
-    row('wakes restored from a checkpoint (the rest booted)', `${restored} of ${wakes.length}`)
+    row(
+      'sampled agents whose wake restored a checkpoint (the rest booted)',
+      `${restored} of ${running.length} that ran again`
+    )
     row(
       'wake (message -> container running again) p50 / p95',
       `${percentile(

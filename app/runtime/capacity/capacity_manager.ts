@@ -36,6 +36,8 @@ interface Admitted {
 interface Waiting {
   agentId: string
   reservedMb: number
+  /** Its start resumes a checkpoint rather than boots. */
+  resumes: boolean
   resolve: () => void
   reject: (error: Error) => void
 }
@@ -68,7 +70,7 @@ export class CapacityManager {
    * until `booted()` (slot) and `release()` (memory). An agent already
    * admitted resolves at once.
    */
-  admit(agentId: string, reservedMb: number): Promise<void> {
+  admit(agentId: string, reservedMb: number, options: { resumes?: boolean } = {}): Promise<void> {
     if (this.#admitted.has(agentId)) return Promise.resolve()
     const queued = this.#queue.find((entry) => entry.agentId === agentId)
     if (queued) {
@@ -79,7 +81,12 @@ export class CapacityManager {
       })
     }
     const admission = new Promise<void>((resolve, reject) => {
-      this.#queue.push({ agentId, reservedMb, resolve, reject })
+      const entry = { agentId, reservedMb, resumes: options.resumes === true, resolve, reject }
+      // A wake that restores a checkpoint takes ~1 s of CPU where a boot takes ~12 s, and a
+      // message waits on it: it goes before the boots, after the wakes already waiting.
+      const firstBoot = entry.resumes ? this.#queue.findIndex((waiting) => !waiting.resumes) : -1
+      if (firstBoot >= 0) this.#queue.splice(firstBoot, 0, entry)
+      else this.#queue.push(entry)
     })
     void this.#pump()
     return admission

@@ -452,6 +452,10 @@ export class ProcessDriver implements ContainerDriver {
     if (room) await this.#keepCheckpointsWithinBudget(agentId)
   }
 
+  resumes(agentId: string): boolean {
+    return existsSync(join(this.#paths(agentId).runtime, 'checkpoint', 'checkpoint.json'))
+  }
+
   /** The agents' checkpoints on disk, oldest first. */
   async #checkpointsOnDisk(): Promise<
     Array<{ agentId: string; store: AgentCheckpoint; bytes: number }>

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { test } from '@japa/runner'
+import { agentPaths } from '#runtime/agent_paths'
+import { WARM_UP_CONVERSATION } from '#runtime/warm_up'
 import { agentProcessIds } from '#tests/helpers/agent_processes'
 import { fixtureSpec, processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/runtime'
 
@@ -40,6 +42,9 @@ test.group('Capacity: boot queue and memory budget (process driver)', (group) =>
     )
     const capacity = harness.runtime.capacity()
     assert.isAtMost(capacity.reservedMb, capacity.memoryBudgetMb, 'never over the budget')
+    // A start waited on that sleep: it took no warm-up turn, checkpoint or not.
+    const log = readFileSync(agentPaths(harness.agentsDir, first).logFile, 'utf8')
+    assert.notInclude(log, `chat user=${WARM_UP_CONVERSATION} `)
   }).timeout(60_000)
 
   test('a start waits in the queue (container: queued) while the only agent boots, then goes', async ({

@@ -41,6 +41,29 @@ test.group('Capacity manager', () => {
     assert.deepInclude(capacity.snapshot(), { booting: 1, running: 2, queued: 0, reservedMb: 300 })
   })
 
+  test('a wake that resumes a checkpoint goes before waiting boots, after waiting wakes', async ({
+    assert,
+  }) => {
+    const { capacity } = manager(1, 10_000)
+    await capacity.admit('booting', 100)
+    const admitted: string[] = []
+    const starts = [
+      ['cold-1', false],
+      ['cold-2', false],
+      ['wake-1', true],
+      ['wake-2', true],
+    ] as const
+    const waiting = starts.map(([agentId, resumes]) =>
+      capacity.admit(agentId, 100, { resumes }).then(() => admitted.push(agentId))
+    )
+    for (const agentId of ['booting', 'wake-1', 'wake-2', 'cold-1']) {
+      capacity.booted(agentId)
+      await settled(Promise.resolve())
+    }
+    await Promise.all(waiting)
+    assert.deepEqual(admitted, ['wake-1', 'wake-2', 'cold-1', 'cold-2'])
+  })
+
   test('a start that exceeds the budget puts the least recently active idle agent to sleep first', async ({
     assert,
   }) => {
