@@ -280,13 +280,9 @@ export class RuntimeService {
   async #warmUp(agentId: string): Promise<void> {
     if (this.options.warmUpBeforeCheckpoint === false) return
     if (this.#hadTurn.has(agentId) || !this.#ready.has(agentId)) return
-    const info = await this.driver.inspect(agentId)
-    if (
-      !info.framework ||
-      !this.options.frameworks.framework(info.framework).warmUpBeforeCheckpoint
-    )
-      return
     try {
+      const { framework } = await this.driver.inspect(agentId)
+      if (!framework || !this.options.frameworks.framework(framework).warmUpBeforeCheckpoint) return
       await this.chat(agentId, warmUpRequest(AbortSignal.timeout(WARM_UP_TIMEOUT_MS)))
     } catch (error) {
       this.options.log?.('warn', `agent ${agentId}: warm-up turn failed`, {
