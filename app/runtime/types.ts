@@ -240,12 +240,12 @@ export interface MonitoringFigures extends ContainerUsage {
   status: 'running'
 }
 
-/** A chat sent through the agent's own framework. */
 export interface HibernateOptions {
   /** Runs once it is settled that a checkpoint will be taken, just before it is. */
   beforeCheckpoint?: () => Promise<void>
 }
 
+/** A chat sent through the agent's own framework. */
 export interface ContainerChatRequest {
   messages: ChatTurn[]
   /** Stable id of the conversation; frameworks keep a session per id (OpenAI `user`). */

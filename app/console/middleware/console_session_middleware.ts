@@ -12,7 +12,7 @@ export const LIVE_REFRESH_HEADER = 'x-console-refresh'
 
 let sessionConfig: Promise<ResolvedSessionConfig> | undefined
 
-function resolveResolvedSessionConfig(): Promise<ResolvedSessionConfig> {
+function resolveSessionConfig(): Promise<ResolvedSessionConfig> {
   sessionConfig ??= configProvider
     .resolve<ResolvedSessionConfig>(app, app.config.get('session'))
     .then((config) => {
@@ -34,7 +34,7 @@ export default class ConsoleSessionMiddleware {
       const sessions = await app.container.make(SessionMiddleware)
       return sessions.handle(ctx, next)
     }
-    const config = await resolveResolvedSessionConfig()
+    const config = await resolveSessionConfig()
     ctx.session = new Session(config, config.stores[config.store], emitter, ctx)
     await ctx.session.initiate(false)
     return next()

@@ -282,7 +282,7 @@ export class ProcessDriver implements ContainerDriver {
 
     // A live process keeps its port: its rendered config must not move it. A
     // checkpoint listens where it was taken: a wake restores it only there.
-    const checkpoint = new AgentCheckpoint(join(paths.runtime, 'checkpoint'))
+    const checkpoint = this.#checkpoint(spec.agentId)
     const checkpointMeta = await checkpoint.meta()
     const port =
       (agent?.isLive() ? agent.port : undefined) ??
@@ -453,7 +453,12 @@ export class ProcessDriver implements ContainerDriver {
   }
 
   resumes(agentId: string): boolean {
-    return existsSync(join(this.#paths(agentId).runtime, 'checkpoint', 'checkpoint.json'))
+    return existsSync(this.#checkpoint(agentId).metaFile)
+  }
+
+  /** Where the agent's checkpoint lives (there or not). */
+  #checkpoint(agentId: string): AgentCheckpoint {
+    return new AgentCheckpoint(join(this.#paths(agentId).runtime, 'checkpoint'))
   }
 
   /** The agents' checkpoints on disk, oldest first. */
@@ -470,7 +475,7 @@ export class ProcessDriver implements ContainerDriver {
     for (const agentId of names) {
       let store
       try {
-        store = new AgentCheckpoint(join(this.#paths(agentId).runtime, 'checkpoint'))
+        store = this.#checkpoint(agentId)
       } catch {
         continue
       }
