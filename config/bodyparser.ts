@@ -18,6 +18,10 @@ const bodyParserConfig = defineConfig({
     limit: '6mb',
     strict: true,
     convertEmptyStringsToNull: false,
+    // JSON strings arrive as sent: knowledge, container files and model
+    // prompts are stored and forwarded byte for byte (sizes are UTF-8 bytes
+    // of what was sent). Fields that want trimming say so in their validator.
+    trimWhitespaces: false,
     types: [
       'application/json',
       'application/json-patch+json',

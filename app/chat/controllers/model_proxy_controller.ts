@@ -8,7 +8,11 @@ import {
 } from '#core/exceptions/api_exceptions'
 import { mapError } from '#core/http/error_envelope'
 import { agentForProxyToken } from '#agents/services/agent_tokens'
-import { bearerFromHeader } from '#identity/services/token_authenticator'
+import {
+  authenticateBearer,
+  bearerFromHeader,
+  credentialKind,
+} from '#identity/services/token_authenticator'
 import { hostedCompletion, isModelOffered, openHostedStream } from '#chat/services/model_proxy'
 import {
   lastUserText,
@@ -22,17 +26,38 @@ import { chatConfig } from '#config/chat'
 import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
 import { writeRawJson } from '#chat/services/raw_json'
 
-async function proxyAgent(ctx: HttpContext) {
+/** Who calls the proxy, and so who pays: an agent (its owner) or a user with an API key. */
+interface ProxyCaller {
+  payerId: string
+  agentId: string | null
+  apiKeyId: string | null
+  source: 'proxy' | 'api_key'
+}
+
+const PROXY_CREDENTIALS =
+  'The model proxy needs an agent\'s proxy token or an API key: "Authorization: Bearer apx_..." or "Bearer hk_..."'
+
+/**
+ * The caller: an agent's proxy token (`apx_`: its framework; the owner
+ * pays) or one of a user's API keys (`hk_`, the spec's programmatic
+ * credential: the user pays). JWTs are refused: the proxy is for programs.
+ */
+async function proxyCaller(ctx: HttpContext): Promise<ProxyCaller> {
   const token = bearerFromHeader(ctx.request.header('authorization'))
-  const agent = token ? await agentForProxyToken(token) : null
-  if (!agent) {
-    throw new AuthRequiredException(
-      'The model proxy needs the agent\'s proxy token: "Authorization: Bearer apx_..."'
-    )
+  if (token && credentialKind(token) === 'api_key') {
+    const identity = await authenticateBearer(token, { allow: ['api_key'] })
+    return {
+      payerId: String(identity.row.id),
+      agentId: null,
+      apiKeyId: identity.apiKeyId,
+      source: 'api_key',
+    }
   }
+  const agent = token ? await agentForProxyToken(token) : null
+  if (!agent) throw new AuthRequiredException(PROXY_CREDENTIALS)
   // Only a running (or sleeping, waking) agent's framework calls the proxy.
   if (agent.status !== 'active') throw new AgentNotRunningException()
-  return agent
+  return { payerId: agent.userId, agentId: agent.id, apiKeyId: null, source: 'proxy' }
 }
 
 function completionBody(ctx: HttpContext): Record<string, any> {
@@ -65,29 +90,24 @@ function answerWarmUp(ctx: HttpContext, body: Record<string, any>) {
 }
 
 /**
- * The OpenAI-compatible model proxy agents' containers call (and any
- * OpenAI client with an agent's proxy token). Answers are OpenAI's own
- * format, not the service envelope; errors use the envelope.
+ * The OpenAI-compatible model proxy agents' containers call, and users
+ * with their API key (any OpenAI client: docs/chat.md). Answers are
+ * OpenAI's own format, not the service envelope; errors use the envelope.
  */
 export default class ModelProxyController {
   /**
    * @completions
    * @summary Model proxy: chat completions (OpenAI-compatible)
-   * @description Authenticated by the agent's proxy token (`Bearer apx_...`), never a user's credential. Forwarded to MODEL_API_URL (or answered by the built-in `local-dev` model); the agent owner's AI Credits pay by tokens used (402 INSUFFICIENT_CREDITS before the upstream is called when the balance cannot cover the request). `stream: true` answers OpenAI chunks as SSE.
+   * @description Authenticated by an agent's proxy token (`Bearer apx_...`: the agent owner pays) or a user's API key (`Bearer hk_...`: that user pays); a JWT is 401. Forwarded to MODEL_API_URL (or answered by the built-in `local-dev` model); AI Credits pay by tokens used, held before the upstream is called for the whole forwarded body plus its output limit (402 INSUFFICIENT_CREDITS when the balance cannot cover that). A model that is not offered is 400 VALIDATION_ERROR naming `model`. `stream: true` answers OpenAI chunks as SSE.
    * @requestBody {"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}]}
    * @responseBody 200 - {"id":"chatcmpl-1","object":"chat.completion","created":1735689600,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hi!"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}
    */
   async completions(ctx: HttpContext) {
-    const agent = await proxyAgent(ctx)
+    const caller = await proxyCaller(ctx)
     const body = completionBody(ctx)
     if (lastUserText(body.messages).includes(WARM_UP_MARKER)) return answerWarmUp(ctx, body)
     const abort = abortOnDisconnect(ctx)
-    const options = {
-      payerId: agent.userId,
-      agentId: agent.id,
-      source: 'proxy',
-      signal: abort.signal,
-    }
+    const options = { ...caller, signal: abort.signal }
     if (body.stream !== true) {
       const { json, settled } = await hostedCompletion(body, options)
       await settled
@@ -109,7 +129,7 @@ export default class ModelProxyController {
       if (abort.signal.aborted || sse.closed) return
       const mapped = mapError(error)
       if (mapped.unexpected)
-        logger.error({ err: error, agentId: agent.id }, 'model proxy stream failed')
+        logger.error({ err: error, agentId: caller.agentId }, 'model proxy stream failed')
       sse.send({ error: { message: mapped.body.error, code: mapped.body.code } })
       sse.done()
     } finally {
@@ -124,7 +144,7 @@ export default class ModelProxyController {
    * @responseBody 200 - {"object":"list","data":[{"id":"local-dev","object":"model","created":0,"owned_by":"agent-host"}]}
    */
   async models(ctx: HttpContext) {
-    await proxyAgent(ctx)
+    await proxyCaller(ctx)
     const data: Record<string, unknown>[] = []
     const { url, apiKey, defaultModel } = modelProxyConfig.upstream
     if (url) {

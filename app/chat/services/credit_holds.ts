@@ -15,8 +15,9 @@ import type { TokenUsage } from '#chat/services/metering'
  * guarded UPDATE (one statement: concurrent requests can never take the
  * balance below zero, and a balance of 0 refuses even a free request, as
  * CONTRACT.md says); `settle` returns the hold and debits the real cost
- * in one atomic step, so every hosted request leaves exactly one `llm`
- * ledger entry.
+ * in one atomic step, so every paid hosted request leaves exactly one
+ * `llm` ledger entry (a free one leaves none: the ledger holds no
+ * zero-credit debits).
  */
 export interface CreditHold {
   id: string
@@ -80,6 +81,11 @@ export async function reserveCredits(userId: string, credits: number): Promise<C
  * service in a transaction.
  */
 export async function settleHold(hold: CreditHold, charge: Charge): Promise<number> {
+  // A call that cost nothing (the free local-dev model) is not a debit: no ledger entry.
+  if (charge.credits <= 0) {
+    await releaseHold(hold)
+    return 0
+  }
   const result = await preparedQuery<{ balance_after: number; txid: string }>(
     'chat.settle_hold',
     `with hold as (
@@ -137,6 +143,7 @@ async function settleClamped(hold: CreditHold, charge: Charge): Promise<number> 
     if (balanceRow.rows.length === 0) return 0
     const balance: number = balanceRow.rows[0].ai_credits_balance
     const credits = Math.min(charge.credits, balance)
+    if (credits <= 0) return 0
     await creditLedger.debit(hold.userId, credits, {
       kind: 'llm',
       provider: charge.provider,

@@ -54,12 +54,41 @@ export function estimateTokens(text: string): number {
 }
 
 /**
- * Prompt tokens for the credit hold: deliberately on the high side (three
- * characters per token over the JSON of the messages), since the hold
- * must cover the real cost.
+ * Tokens a part of a message may cost that its bytes do not bound: an
+ * image, audio or file is priced by the provider by what it holds, not by
+ * the length of its URL or id. The hold assumes this many per such part.
  */
-export function promptTokensUpperBound(messages: unknown): number {
-  return Math.ceil(JSON.stringify(messages ?? []).length / 3) + 8
+export const MEDIA_PART_TOKENS = 50_000
+
+/** Prompt-template tokens a provider adds around the request (role markers, tool preamble). */
+const PROMPT_OVERHEAD_TOKENS = 64
+
+function mediaParts(messages: unknown): number {
+  if (!Array.isArray(messages)) return 0
+  let count = 0
+  for (const message of messages) {
+    if (!Array.isArray(message?.content)) continue
+    for (const part of message.content) {
+      if (part && typeof part === 'object' && part.type !== 'text') count++
+    }
+  }
+  return count
+}
+
+/**
+ * Prompt tokens for the credit hold: a bound, not an estimate. Every field
+ * of the body that goes upstream counts (messages, tools, functions,
+ * response_format schemas, ...): a token is at least one byte of its text,
+ * and the JSON of the body is at least as long as the text the provider
+ * tokenizes from it, so its UTF-8 byte count bounds the tokens. Media
+ * parts add MEDIA_PART_TOKENS each, the template PROMPT_OVERHEAD_TOKENS.
+ */
+export function promptTokensUpperBound(request: Record<string, unknown>): number {
+  return (
+    Buffer.byteLength(JSON.stringify(request), 'utf8') +
+    mediaParts(request.messages) * MEDIA_PART_TOKENS +
+    PROMPT_OVERHEAD_TOKENS
+  )
 }
 
 /** The usage an OpenAI-compatible answer reports, or null. */

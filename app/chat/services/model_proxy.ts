@@ -36,6 +36,8 @@ export interface HostedOptions {
   /** Whose credits pay (the agent's owner, or the test-chat user). */
   payerId: string
   agentId?: string | null
+  /** The user's API key, when the user called the proxy with one (no agent). */
+  apiKeyId?: string | null
   source: string
   signal?: AbortSignal
 }
@@ -68,26 +70,28 @@ function offeredModelNames(): string[] {
     ...(upstream.defaultModel ? [upstream.defaultModel] : []),
     ...Object.keys(rates),
   ]
-  return [...new Set(names)]
+  return [...new Set([...names, LOCAL_DEV_MODEL])]
 }
 
 /**
  * The model a request is answered by (`local-dev` without an upstream).
- * A model that is not offered is refused here, before any credits are held.
+ * A model that is not offered is refused here, before any credits are
+ * held: without an upstream too, so `local-dev` never answers for a name
+ * the service would refuse once MODEL_API_URL is set.
  */
 export function resolveHostedModel(requested: unknown): { model: string; local: boolean } {
   const upstream = modelProxyConfig.upstream
-  if (!upstream.url) return { model: LOCAL_DEV_MODEL, local: true }
   const named = typeof requested === 'string' && requested.trim() ? requested.trim() : null
   if (named === LOCAL_DEV_MODEL) return { model: LOCAL_DEV_MODEL, local: true }
+  if (named && !isModelOffered(named)) {
+    throw new ValidationException(
+      `model: "${named.slice(0, 100)}" is not offered here; use one of: ${offeredModelNames().join(', ')}`
+    )
+  }
+  if (!upstream.url) return { model: LOCAL_DEV_MODEL, local: true }
   const model = named ?? upstream.defaultModel
   if (!model) {
     throw new ValidationException('model: none named, and MODEL_NAME is not set')
-  }
-  if (!isModelOffered(model)) {
-    throw new ValidationException(
-      `model: "${model.slice(0, 100)}" is not offered here; use one of: ${offeredModelNames().join(', ')}`
-    )
   }
   return { model, local: false }
 }
@@ -132,7 +136,8 @@ function maxOutputTokens(body: Record<string, any>): number {
 /**
  * Request fields forwarded upstream: generation settings only. Anything
  * else (`n`, `best_of`, provider-specific extras) never reaches the
- * provider, so no request costs more than its hold covers.
+ * provider. Whatever is forwarded is priced: the hold covers the bytes of
+ * the whole forwarded body (promptTokensUpperBound).
  */
 const FORWARDED_FIELDS = [
   'messages',
@@ -145,6 +150,8 @@ const FORWARDED_FIELDS = [
   'response_format',
   'tools',
   'tool_choice',
+  'functions',
+  'function_call',
   'parallel_tool_calls',
   'user',
   'logit_bias',
@@ -152,46 +159,57 @@ const FORWARDED_FIELDS = [
   'top_logprobs',
 ] as const
 
-/** Refuses what the hold could not cover; the upstream body carries the held output limit. */
+/** The body sent upstream: forwarded fields, the model, one output limit, stream settings. */
 function upstreamBody(
   body: Record<string, any>,
   model: string,
-  limit: number
+  limit: number,
+  stream: boolean
 ): Record<string, any> {
   if (body.n !== undefined && body.n !== null && Number(body.n) !== 1) {
     throw new ValidationException('"n" must be 1: one completion per request')
   }
   const request: Record<string, any> = { model }
   for (const field of FORWARDED_FIELDS) if (body[field] !== undefined) request[field] = body[field]
-  // One limit field, the one the client used (providers differ in which they take).
+  setOutputLimit(request, body, limit)
+  request.stream = stream
+  if (stream) request.stream_options = { include_usage: true }
+  return request
+}
+
+/** One limit field, the one the client used (providers differ in which they take). */
+function setOutputLimit(request: Record<string, any>, body: Record<string, any>, limit: number) {
   if (body.max_completion_tokens !== undefined) request.max_completion_tokens = limit
   else request.max_tokens = limit
-  return request
 }
 
 /** The fewest output tokens a request is still sent with when the balance cannot hold what it asked. */
 const MIN_FITTED_OUTPUT_TOKENS = 256
 
 /**
- * Holds credits for the request's worst case and answers the output limit
- * to forward. A request asking more output than the balance covers
+ * Builds the exact body that goes upstream and holds credits for its worst
+ * case: every byte of it as a prompt token (promptTokensUpperBound: tools,
+ * schemas and any other forwarded field count like messages) plus its
+ * output limit. A request asking more output than the balance covers
  * (framework agents ask for 64k tokens by default: Hermes sends
  * max_tokens 65536) is held for, and sent with, the largest limit the
  * balance does cover, when that is at least MIN_FITTED_OUTPUT_TOKENS;
- * below that it is refused with 402 as before. Either way no request can
- * cost more than its hold.
+ * below that (a huge prompt included) it is refused with 402. The body
+ * returned is the one priced: nothing is forwarded that was not held for.
  */
 async function holdFor(
   payerId: string,
   model: string,
-  body: Record<string, any>
-): Promise<{ hold: CreditHold; outputLimit: number }> {
+  body: Record<string, any>,
+  stream: boolean
+): Promise<{ hold: CreditHold; request: Record<string, any> }> {
   const asked = maxOutputTokens(body)
-  const inputTokens = promptTokensUpperBound(body.messages)
+  const request = upstreamBody(body, model, asked, stream)
+  const inputTokens = promptTokensUpperBound(request)
   const hold = (outputTokens: number) =>
     reserveCredits(payerId, creditsFor(model, { inputTokens, outputTokens }))
   try {
-    return { hold: await hold(asked), outputLimit: asked }
+    return { hold: await hold(asked), request }
   } catch (error) {
     if (!(error instanceof InsufficientCreditsException)) throw error
     const rate = rateFor(model)
@@ -201,7 +219,9 @@ async function holdFor(
         ? Math.floor((balance * 1_000_000 - inputTokens * rate.input) / rate.output)
         : 0
     if (fitted < MIN_FITTED_OUTPUT_TOKENS || fitted >= asked) throw error
-    return { hold: await hold(fitted), outputLimit: fitted }
+    // A shorter limit only shortens the body, so the prompt bound still holds.
+    setOutputLimit(request, body, fitted)
+    return { hold: await hold(fitted), request }
   }
 }
 
@@ -247,9 +267,10 @@ async function callUpstream(body: Record<string, any>, signal?: AbortSignal) {
   )
 }
 
-function estimatedUsage(body: Record<string, any>, content: string): TokenUsage {
+/** Usage when the provider reports none: the whole forwarded body is the prompt. */
+function estimatedUsage(request: Record<string, any>, content: string): TokenUsage {
   return {
-    inputTokens: estimateTokens(JSON.stringify(body.messages ?? [])),
+    inputTokens: estimateTokens(JSON.stringify(request)),
     outputTokens: estimateTokens(content),
   }
 }
@@ -262,12 +283,22 @@ async function settle(
   usage: TokenUsage,
   extra: Record<string, unknown> = {}
 ): Promise<number> {
+  // Never more than was held: the hold covered the worst case of the body
+  // that was forwarded, so a larger reported cost is the provider's error.
+  const cost = creditsFor(model, usage)
+  const credits = Math.min(cost, hold.credits)
   return settleHold(hold, {
     provider: hostedProviderName(local),
     model,
     usage,
-    credits: creditsFor(model, usage),
-    metadata: { source: options.source, agentId: options.agentId ?? null, ...extra },
+    credits,
+    metadata: {
+      source: options.source,
+      agentId: options.agentId ?? null,
+      ...(options.apiKeyId ? { apiKeyId: options.apiKeyId } : {}),
+      ...(cost > credits ? { uncoveredCredits: cost - credits } : {}),
+      ...extra,
+    },
   })
 }
 
@@ -287,16 +318,12 @@ export async function hostedCompletion(
   options: HostedOptions
 ): Promise<{ json: any; reply: ModelReply; settled: Promise<number> }> {
   const { model, local } = resolveHostedModel(body.model)
-  const { hold, outputLimit } = await holdFor(options.payerId, model, body)
+  const { hold, request } = await holdFor(options.payerId, model, body, false)
   let json: any
   try {
     if (local) {
       json = localDevCompletion(body.messages)
     } else {
-      const request: Record<string, any> = {
-        ...upstreamBody(body, model, outputLimit),
-        stream: false,
-      }
       const response = await callUpstream(request, options.signal)
       json = await response.json().catch((error) => {
         throw options.signal?.aborted
@@ -313,7 +340,7 @@ export async function hostedCompletion(
   }
   const answered = local ? LOCAL_DEV_MODEL : typeof json.model === 'string' ? json.model : model
   const content = contentOf(json)
-  const usage = openAiUsage(json) ?? estimatedUsage(body, content)
+  const usage = openAiUsage(json) ?? estimatedUsage(request, content)
   const settled = settle(hold, options, local, answered, usage)
   // Awaited by the caller; this only keeps a failure from being "unhandled" meanwhile.
   settled.catch(() => {})
@@ -430,14 +457,8 @@ export async function openHostedStream(
   options: HostedOptions
 ): Promise<HostedStream> {
   const { model, local } = resolveHostedModel(body.model)
-  const { hold, outputLimit } = await holdFor(options.payerId, model, body)
+  const { hold, request } = await holdFor(options.payerId, model, body, true)
   try {
-    const request = {
-      ...(local ? body : upstreamBody(body, model, outputLimit)),
-      model,
-      stream: true,
-      stream_options: { include_usage: true },
-    }
     let source: AsyncIterable<string>
     if (local) {
       source = localData(body.messages)

@@ -22,9 +22,9 @@ export default class AiCreditsController {
   /**
    * @history
    * @summary AI Credit history
-   * @description Every ledger entry, newest first; `credits` is negative for spending.
+   * @description Usage: every debit (model calls and other spending), newest first; `credits` is the positive number of credits each cost. Free calls (local-dev) are not debits and are not listed.
    * @paramQuery limit - Entries to return, 1 to 100 (default 20) - @type(number)
-   * @responseBody 200 - {"success":true,"data":{"usage":[{"id":"1d0f...","kind":"llm","provider":"openai","model":"gpt-4o-mini","credits":-12,"inputTokens":820,"outputTokens":140,"reason":null,"createdAt":"2025-01-01T00:00:00.000Z"}]}}
+   * @responseBody 200 - {"success":true,"data":{"usage":[{"id":"1d0f...","kind":"llm","provider":"openai","model":"gpt-4o-mini","credits":12,"inputTokens":820,"outputTokens":140,"reason":null,"createdAt":"2025-01-01T00:00:00.000Z"}]}}
    */
   async history({ auth, request }: HttpContext) {
     const { limit } = await request.validateUsing(historyValidator)

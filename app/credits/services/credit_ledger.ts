@@ -41,8 +41,9 @@ export interface LedgerResult {
 
 const PG_NUMERIC_OUT_OF_RANGE = '22003'
 
-function assertAmount(credits: number, allowZero: boolean) {
-  if (!Number.isSafeInteger(credits) || credits < 0 || (!allowZero && credits === 0)) {
+/** The ledger holds no zero-credit entries (a free call is not a debit). */
+function assertAmount(credits: number) {
+  if (!Number.isSafeInteger(credits) || credits <= 0) {
     throw new ValidationException('credits must be a positive integer')
   }
 }
@@ -103,7 +104,7 @@ export async function credit(
   credits: number,
   options: LedgerOptions
 ): Promise<LedgerResult> {
-  assertAmount(credits, false)
+  assertAmount(credits)
   return inTransaction(options.trx, async (trx) => {
     const done = await alreadyApplied(trx, options.idempotencyKey)
     if (done) return done
@@ -131,15 +132,15 @@ export async function credit(
  * Takes credits from a user's balance and writes the (negative) ledger
  * entry, in one transaction. The balance update only matches while the
  * balance covers the amount, so concurrent debits can never overspend;
- * otherwise InsufficientCreditsException (402). A debit of 0 records usage
- * that costs nothing (the free local-dev model).
+ * otherwise InsufficientCreditsException (402). A debit is at least 1
+ * credit: usage that costs nothing is not recorded.
  */
 export async function debit(
   userId: string,
   credits: number,
   options: LedgerOptions
 ): Promise<LedgerResult> {
-  assertAmount(credits, true)
+  assertAmount(credits)
   return inTransaction(options.trx, async (trx) => {
     const done = await alreadyApplied(trx, options.idempotencyKey)
     if (done) return done
@@ -172,14 +173,13 @@ export async function entriesOf(userId: string, limit: number): Promise<CreditLe
 }
 
 /**
- * Usage: every debit (spending, `credits` < 0) and every metered model call
- * (kind `llm`, free ones included), newest first; grants, purchases,
- * rewards and refunds are not usage.
+ * Usage: every debit (spending, `credits` < 0), newest first; grants,
+ * purchases, rewards and refunds are not usage.
  */
 export async function debitsOf(userId: string, limit: number): Promise<CreditLedgerEntry[]> {
   return CreditLedgerEntry.query()
     .where('user_id', userId)
-    .where((query) => query.where('credits', '<', 0).orWhere('kind', 'llm'))
+    .where('credits', '<', 0)
     .orderBy('seq', 'desc')
     .limit(limit)
 }

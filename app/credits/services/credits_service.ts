@@ -13,7 +13,7 @@ export interface UsageEntryView {
   kind: string
   provider: string | null
   model: string | null
-  /** Signed: negative for spending (`llm`), positive for grants and purchases. */
+  /** What the entry cost: positive (the history lists debits only, CONTRACT.md). */
   credits: number
   inputTokens: number
   outputTokens: number
@@ -27,7 +27,7 @@ export function presentEntry(entry: CreditLedgerEntry): UsageEntryView {
     kind: entry.kind,
     provider: entry.provider,
     model: entry.model,
-    credits: entry.credits,
+    credits: Math.abs(entry.credits),
     inputTokens: entry.inputTokens ?? 0,
     outputTokens: entry.outputTokens ?? 0,
     reason: entry.reason,
@@ -47,7 +47,7 @@ export async function balanceView(user: User) {
   }
 }
 
-/** GET /ai-credits/history: usage only (debits and model calls), newest first. */
+/** GET /ai-credits/history: usage only (debits), newest first, `credits` positive. */
 export async function historyView(user: User, limit: number) {
   const entries = await creditLedger.debitsOf(user.id, limit)
   return { usage: entries.map(presentEntry) }
