@@ -15,6 +15,8 @@ export default class extends BaseSchema {
   }
 
   async down() {
-    this.schema.raw('alter table credit_ledger drop constraint if exists credit_ledger_credits_nonzero')
+    this.schema.raw(
+      'alter table credit_ledger drop constraint if exists credit_ledger_credits_nonzero'
+    )
   }
 }
