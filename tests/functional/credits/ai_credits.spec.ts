@@ -46,7 +46,7 @@ test.group('AI Credits: balance and history', () => {
       kind: 'llm',
       provider: 'openai',
       model: 'gpt-4o-mini',
-      credits: -12,
+      credits: 12,
       inputTokens: 820,
       outputTokens: 140,
     })
@@ -101,8 +101,29 @@ test.group('AI Credits: balance and history', () => {
     const response = await client.get('/ai-credits/history').bearerToken(jwtFor(mine))
     assert.deepEqual(
       response.body().data.usage.map((u: any) => [u.kind, u.credits]),
-      [['llm', -5]]
+      [['llm', 5]]
     )
+  })
+})
+
+test.group('AI Credits: free usage is not a debit', () => {
+  test('a local-dev answer (no MODEL_API_URL) leaves no ledger entry and nothing in the history', async ({
+    client,
+    assert,
+  }) => {
+    const user = await createUser({ credits: 40 })
+    const jwt = jwtFor(user)
+    const chat = await client
+      .post('/agents/test-chat')
+      .bearerToken(jwt)
+      .json({ message: 'Are you free?', systemPrompt: 'Be brief.' })
+    chat.assertStatus(200)
+    assert.include(chat.body().data.text, 'local-dev')
+    const history = await client.get('/ai-credits/history').bearerToken(jwt)
+    history.assertStatus(200)
+    assert.deepEqual(history.body().data.usage, [])
+    assert.lengthOf(await db.from('credit_ledger').where({ user_id: user.id, kind: 'llm' }), 0)
+    assert.equal(await creditsOf(user), 40)
   })
 })
 

@@ -56,11 +56,28 @@ test.group('Credit ledger service', () => {
     assert.equal(await ledgerSum(user.id), 0)
   })
 
-  test('a zero debit records free usage', async ({ assert }) => {
-    const user = await createUser()
-    const result = await creditLedger.debit(user.id, 0, { kind: 'llm', model: 'local-dev' })
-    assert.equal(result.entry.credits, 0)
-    assert.equal(result.balance, 0)
+  test('the ledger holds no zero-credit entries: a zero debit is refused, by the service and the table', async ({
+    assert,
+  }) => {
+    const user = await createUser({ credits: 10 })
+    await assert.rejects(
+      () => creditLedger.debit(user.id, 0, { kind: 'llm', model: 'local-dev' }),
+      /positive integer/
+    )
+    await assert.rejects(
+      () =>
+        db.table('credit_ledger').insert({
+          id: crypto.randomUUID(),
+          user_id: user.id,
+          kind: 'llm',
+          credits: 0,
+          balance_after: 10,
+          created_at: new Date(),
+        }),
+      /credit_ledger_credits_nonzero/
+    )
+    assert.lengthOf(await db.from('credit_ledger').where({ user_id: user.id, credits: 0 }), 0)
+    assert.equal(await creditsOf(user), 10)
   })
 
   test('inside a caller transaction, a rollback undoes balance and entry', async ({ assert }) => {

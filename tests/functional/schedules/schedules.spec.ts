@@ -330,7 +330,7 @@ test.group('Schedules: a sleeping agent, the container path and metering', (grou
     assert.deepInclude(history.body().data.usage[0], {
       kind: 'llm',
       model: 'metered-model',
-      credits: -cost,
+      credits: cost,
       inputTokens: 40,
       outputTokens: 7,
     })
