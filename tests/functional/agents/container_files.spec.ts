@@ -90,6 +90,23 @@ test.group('Agents: container files through HTTP', (group) => {
     assert.isFalse(existsSync(join(foldersOf(agentId).workspace, 'notes')))
   })
 
+  test('a write stores exactly the bytes sent (whitespace, line endings) and reports their UTF-8 size', async ({
+    client,
+    assert,
+  }) => {
+    // 52 UTF-8 bytes (issue 26: was reported as 51, the final newline trimmed away).
+    const content = '\n  leading spaces\r\nsnowman \u2603 inside\ttab and more \n'
+    const bytes = Buffer.byteLength(content, 'utf8')
+    assert.equal(bytes, 52)
+    const written = await client.put(files).bearerToken(jwt).json({ path: 'exact.txt', content })
+    written.assertStatus(200)
+    assert.deepEqual(written.body().data, { path: '/exact.txt', size: bytes })
+    const read = await client.get(`${files}/read`).qs({ path: 'exact.txt' }).bearerToken(jwt)
+    assert.deepEqual(read.body().data, { content, size: bytes })
+    const onDisk = await readFile(join(foldersOf(agentId).workspace, 'exact.txt'))
+    assert.isTrue(onDisk.equals(Buffer.from(content, 'utf8')), 'the same bytes on disk')
+  })
+
   test('files the agent writes are visible; missing paths 404; bad input 400', async ({
     client,
     assert,

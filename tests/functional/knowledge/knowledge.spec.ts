@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
+import db from '@adonisjs/lucid/services/db'
 import type { Assert } from '@japa/assert'
 import type { ApiClient } from '@japa/api-client'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
@@ -74,6 +75,31 @@ test.group('Knowledge: files', () => {
     assert.deepEqual(deleted.body().data, { deleted: 'notes.txt' })
     const missing = await client.delete(`/agents/${agent.id}/knowledge/notes.txt`).bearerToken(jwt)
     missing.assertStatus(404)
+  })
+
+  test('stores exactly the bytes sent: surrounding whitespace and line endings kept, size of what was sent', async ({
+    client,
+    assert,
+  }) => {
+    const { agent, jwt } = await owner()
+    // 67 UTF-8 bytes (issue 26: was listed as 66, the final newline trimmed away).
+    const content = '  Indented first line, ok\r\nSecond line with a tick \u2713\n\tTabbed end\n'
+    assert.equal(Buffer.byteLength(content, 'utf8'), 67)
+    const upload = await client
+      .post(`/agents/${agent.id}/knowledge`)
+      .bearerToken(jwt)
+      .json({ filename: 'exact.txt', content })
+    upload.assertStatus(201)
+    assert.equal(upload.body().data.size, 67)
+    const list = await client.get(`/agents/${agent.id}/knowledge`).bearerToken(jwt)
+    assert.deepInclude(list.body().data[0], { filename: 'exact.txt', size: 67 })
+    const stored = await db
+      .from('knowledge_files')
+      .where({ agent_id: agent.id, filename: 'exact.txt' })
+      .first()
+    assert.equal(stored.content, content)
+    const copy = await mirrored(agent.id, 'exact.txt')
+    if (copy !== null) assert.equal(copy, content)
   })
 
   test('over 500 KB, a path or an over-long name are 400', async ({ client, assert }) => {
