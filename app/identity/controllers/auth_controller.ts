@@ -19,6 +19,7 @@ import {
   ForbiddenException,
 } from '#core/exceptions/api_exceptions'
 import { escapeHtml } from '#identity/services/mailer'
+import { bearerFromHeader } from '#identity/services/token_authenticator'
 
 const NEUTRAL_REGISTRATION =
   'If this address can be registered, a verification link is on its way. Verify your address, then sign in.'
@@ -126,13 +127,16 @@ export default class AuthController {
   /**
    * @logout
    * @summary Sign out
-   * @description Revokes the refresh token family (token from the body or cookie) and clears the cookie.
+   * @description Ends the JWT sent with it (`Authorization: Bearer <JWT>`: with the account's token version, every JWT of the account) and revokes the refresh token family (token from the body or cookie); clears the cookie. Either credential is enough.
    * @requestBody {"refreshToken":"hrt_..."}
    * @responseBody 200 - {"success":true,"data":{"loggedOut":true}}
    */
   async logout({ request, response }: HttpContext) {
     const { refreshToken } = await request.validateUsing(refreshValidator)
-    await sessions.logout(refreshToken ?? readRefreshCookie(request))
+    await sessions.logout(
+      refreshToken ?? readRefreshCookie(request),
+      bearerFromHeader(request.header('authorization'))
+    )
     clearRefreshCookie(response)
     return { loggedOut: true }
   }

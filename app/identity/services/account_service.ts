@@ -101,28 +101,49 @@ export async function createAccount(
   }
 }
 
+/** What one registration asked for: applied to the account only when its own link verifies it. */
+export interface RegistrationValues {
+  /** The registration's password hash. */
+  passwordHash: string
+  username: string
+  referredById: string | null
+}
+
 /**
  * A new verification link. A registration's link carries that
- * registration's password hash (`passwordHash`), and each registration of
- * a still unverified address keeps its own link: whoever verifies gets the
- * password they registered with. A resend repeats the latest
- * registration's password; it replaces the earlier resent links.
+ * registration's values (password hash, username, referrer), and each
+ * registration of a still unverified address keeps its own link: whoever
+ * verifies gets what they registered with, nothing of anyone else's. A
+ * resend repeats the latest registration's values; it replaces the
+ * earlier resent links. Answers the link and the username it greets.
  */
 export async function issueVerificationLink(
   user: User,
-  options: { passwordHash?: string } = {}
-): Promise<string> {
+  registration?: RegistrationValues
+): Promise<{ link: string; username: string }> {
   const token = randomToken()
-  await db.transaction(async (trx) => {
-    let passwordHash = options.passwordHash ?? null
-    if (!passwordHash) {
+  const username = await db.transaction(async (trx) => {
+    let values: {
+      password_hash: string | null
+      username: string | null
+      referred_by_id: string | null
+    } = {
+      password_hash: registration?.passwordHash ?? null,
+      username: registration?.username ?? null,
+      referred_by_id: registration?.referredById ?? null,
+    }
+    if (!registration) {
       const latest = await trx
         .from('email_verification_tokens')
         .where('user_id', user.id)
         .whereNotNull('password_hash')
         .orderBy('created_at', 'desc')
         .first()
-      passwordHash = latest?.password_hash ?? null
+      values = {
+        password_hash: latest?.password_hash ?? null,
+        username: latest?.username ?? null,
+        referred_by_id: latest?.referred_by_id ?? null,
+      }
       await trx
         .from('email_verification_tokens')
         .where('user_id', user.id)
@@ -134,20 +155,21 @@ export async function issueVerificationLink(
       id: randomUUID(),
       user_id: user.id,
       token_hash: sha256(token),
-      password_hash: passwordHash,
-      from_registration: Boolean(options.passwordHash),
+      ...values,
+      from_registration: Boolean(registration),
       expires_at: DateTime.now().plus({ hours: VERIFICATION_TTL_HOURS }).toJSDate(),
       used_at: null,
       created_at: new Date(),
     })
+    return values.username ?? user.username
   })
-  return `${appUrl}/auth/verify-email/${token}`
+  return { link: `${appUrl}/auth/verify-email/${token}`, username }
 }
 
 /** Mails a fresh verification link (registration, resend, staff resend from the console). */
-export async function mailVerificationLink(user: User, options: { passwordHash?: string } = {}) {
-  const link = await issueVerificationLink(user, options)
-  await sendMailInBackground(verificationMail(user.email, user.username, link))
+export async function mailVerificationLink(user: User, registration?: RegistrationValues) {
+  const { link, username } = await issueVerificationLink(user, registration)
+  await sendMailInBackground(verificationMail(user.email, username, link))
 }
 
 /**
@@ -171,20 +193,27 @@ export async function register(input: RegistrationInput, ip: string): Promise<vo
     )
   }
 
-  if (await User.findBy('username', input.username)) {
+  // A name held by this very address's unverified registration is not taken for it: someone
+  // who registered the address first (perhaps under this name) cannot keep its owner out.
+  const holder = await User.findBy('username', input.username)
+  if (holder && (holder.email !== email || holder.isVerified)) {
     throw new ValidationException(USERNAME_TAKEN)
-  }
-
-  const existing = await User.query().where('email', email).first()
-  if (existing) {
-    const passwordHash = await hashPassword(input.password)
-    void answerTakenAddress(existing, passwordHash)
-    return
   }
 
   const referrer = input.referralCode
     ? await User.findBy('referral_code', input.referralCode.trim().toUpperCase())
     : null
+
+  const existing = await User.query().where('email', email).first()
+  if (existing) {
+    const passwordHash = await hashPassword(input.password)
+    void answerTakenAddress(existing, {
+      passwordHash,
+      username: input.username,
+      referredById: referrer?.id ?? null,
+    })
+    return
+  }
 
   let user: User
   try {
@@ -201,22 +230,27 @@ export async function register(input: RegistrationInput, ip: string): Promise<vo
     if (constraint?.includes('email')) return // registered concurrently: stay neutral
     throw error
   }
-  void mailVerificationLink(user, { passwordHash: user.password }).catch(() => {})
+  void mailVerificationLink(user, {
+    passwordHash: user.password,
+    username: user.username,
+    referredById: user.referredById,
+  }).catch(() => {})
 }
 
 /**
  * A registration of an address that has an account: a verified one gets a
  * notice; an unverified one gets a link of its own carrying this
- * registration's password (the pending account's password is not trusted
- * until someone proves they own the address).
+ * registration's values (the pending account's password, username and
+ * referrer are not trusted until someone proves they own the address: the
+ * link that verifies it sets them).
  */
-async function answerTakenAddress(user: User, passwordHash: string) {
+async function answerTakenAddress(user: User, registration: RegistrationValues) {
   try {
     if (!(await mayMail(user.email))) return
     if (user.isVerified) {
       await sendMailInBackground(registrationAttemptMail(user.email, `${appUrl}/auth/login`))
     } else {
-      await mailVerificationLink(user, { passwordHash })
+      await mailVerificationLink(user, registration)
     }
   } catch {
     // Background work: the client already has its (neutral) answer.
@@ -293,8 +327,23 @@ export async function verifyEmail(token: string): Promise<VerificationOutcome> {
     if (user.isVerified) return 'already_verified'
 
     user.emailVerifiedAt = DateTime.now()
-    // The password of the registration this link was sent for: the owner of the mailbox's.
+    // The values of the registration this link was sent for: the owner of the mailbox's.
     if (row.password_hash) user.password = row.password_hash
+    if (row.username) {
+      if (row.username !== user.username) {
+        const taken = await User.query({ client: trx })
+          .where('username', row.username)
+          .whereNot('id', user.id)
+          .first()
+        if (taken) {
+          throw new ValidationException(
+            `username: "${row.username}" was taken since you registered; register again with another username`
+          )
+        }
+        user.username = row.username
+      }
+      user.referredById = row.referred_by_id === user.id ? null : (row.referred_by_id ?? null)
+    }
     if (isAdminEmail(user.email)) user.role = 'admin'
     await user.useTransaction(trx).save()
 

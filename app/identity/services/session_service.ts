@@ -15,6 +15,7 @@ import { clientAddressHash } from '#identity/services/person_signals'
 import { identityLimits } from '#config/identity'
 import { JWT_EXPIRES_IN, signJwt } from '#identity/services/jwt'
 import { randomToken, sha256 } from '#identity/services/secure_tokens'
+import { authenticateBearer, credentialKind } from '#identity/services/token_authenticator'
 
 export const REFRESH_TOKEN_PREFIX = 'hrt_'
 export const REFRESH_TTL_DAYS = 30
@@ -245,11 +246,27 @@ export async function refresh(refreshToken: string): Promise<SessionTokens> {
   return tokens
 }
 
-/** POST /auth/logout: revokes the refresh token's whole family. */
-export async function logout(refreshToken: string | null): Promise<void> {
-  if (!refreshToken) return
-  const row = await findByToken(refreshToken)
-  if (row) await revokeFamily(row.family_id)
+/**
+ * POST /auth/logout: revokes the refresh token's whole family, and ends
+ * the JWT the request was sent with, with or without a refresh token (a
+ * new token version: refused from now on by every instance, since the
+ * version is in the users row the guard reads). A JWT that is already
+ * invalid changes nothing, so an old token cannot sign anyone out.
+ */
+export async function logout(refreshToken: string | null, bearer: string | null): Promise<void> {
+  const ended = new Set<string>()
+  if (refreshToken) {
+    const row = await findByToken(refreshToken)
+    if (row) {
+      await revokeFamily(row.family_id)
+      ended.add(row.user_id)
+    }
+  }
+  if (bearer && credentialKind(bearer) === 'jwt') {
+    const identity = await authenticateBearer(bearer, { allow: ['jwt'] }).catch(() => null)
+    const userId = identity ? String(identity.row.id) : null
+    if (userId && !ended.has(userId)) await endJwts(userId)
+  }
 }
 
 /**

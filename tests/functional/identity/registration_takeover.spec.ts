@@ -2,7 +2,7 @@ import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
 import env from '#start/env'
 import { verifyPassword } from '#identity/services/password_hashing'
-import { createUser, uniqueEmail, uniqueUsername } from '#tests/helpers/identity'
+import { createUser, jwtFor, uniqueEmail, uniqueUsername } from '#tests/helpers/identity'
 import { linkIn, waitForMail } from '#tests/helpers/mail'
 
 const ATTACKER_PASSWORD = 'attacker-chose-this-1'
@@ -42,6 +42,78 @@ test.group('Registration: an unverified registration cannot take over an address
     attacker.assertStatus(401)
     const owner = await login(OWNER_PASSWORD)
     owner.assertStatus(200)
+  }).timeout(30_000)
+
+  test("a pre-registration leaves nothing on the owner's account: the owner's mail greets the owner, verifying sets the owner's username and referrer", async ({
+    client,
+    assert,
+  }) => {
+    const email = uniqueEmail('prereg')
+    const attackerName = uniqueUsername('squat')
+    const ownerName = uniqueUsername('owner')
+    const attackersReferrer = await createUser()
+    const attacker = await client.post('/auth/register').json({
+      email,
+      username: attackerName,
+      password: ATTACKER_PASSWORD,
+      referralCode: attackersReferrer.referralCode,
+    })
+    attacker.assertStatus(200)
+    await waitForMail(email, { subject: /verify/i, count: 1 })
+
+    const owner = await client
+      .post('/auth/register')
+      .json({ email, username: ownerName, password: OWNER_PASSWORD })
+    owner.assertStatus(200)
+    assert.deepEqual(owner.body(), attacker.body(), 'the same answer as a new registration')
+    const ownersMail = await waitForMail(email, { subject: /verify/i, count: 2 })
+    assert.include(ownersMail.text ?? '', `Hello ${ownerName},`)
+    assert.notInclude(ownersMail.text ?? '', attackerName)
+    assert.notInclude(ownersMail.html ?? '', attackerName)
+
+    const verified = await client
+      .get(linkIn(ownersMail, '/auth/verify-email/').pathname)
+      .header('accept', 'application/json')
+    verified.assertStatus(200)
+    const [account] = await db.from('users').whereRaw('lower(email) = ?', [email])
+    assert.equal(account.username, ownerName)
+    assert.isNull(account.referred_by_id, "the attacker's referrer is gone")
+    assert.isNotNull(account.email_verified_at)
+    // The squatted name is free again.
+    assert.lengthOf(await db.from('users').where('username', attackerName), 0)
+    const stats = await client.get('/referrals/stats').bearerToken(jwtFor(attackersReferrer))
+    stats.assertStatus(200)
+    assert.equal(stats.body().data.totalReferred, 0)
+  }).timeout(30_000)
+
+  test("a pre-registration under the owner's own username does not keep the owner from registering with it", async ({
+    client,
+    assert,
+  }) => {
+    const email = uniqueEmail('samename')
+    const name = uniqueUsername('mine')
+    const first = await client
+      .post('/auth/register')
+      .json({ email, username: name, password: ATTACKER_PASSWORD })
+    first.assertStatus(200)
+    await waitForMail(email, { subject: /verify/i, count: 1 })
+    const again = await client
+      .post('/auth/register')
+      .json({ email, username: name, password: OWNER_PASSWORD })
+    again.assertStatus(200)
+    const ownersMail = await waitForMail(email, { subject: /verify/i, count: 2 })
+    const verified = await client
+      .get(linkIn(ownersMail, '/auth/verify-email/').pathname)
+      .header('accept', 'application/json')
+    verified.assertStatus(200)
+    const login = await client.post('/auth/login').json({ email, password: OWNER_PASSWORD })
+    login.assertStatus(200)
+    assert.equal(login.body().data.user.username, name)
+    // Another address still cannot take the name.
+    const other = await client
+      .post('/auth/register')
+      .json({ email: uniqueEmail('other'), username: name, password: OWNER_PASSWORD })
+    other.assertStatus(400)
   }).timeout(30_000)
 
   test('an ADMIN_EMAILS address: the pending registration never holds admin; after the owner verifies only the owner signs in, as the one admin', async ({

@@ -386,6 +386,37 @@ test.group('Sessions: JWTs end with their session', () => {
     assert.equal(await meStatus(again.token), 200)
   })
 
+  test('logout without a refresh token ends the JWT it is sent with; an ended JWT cannot sign anyone out', async ({
+    assert,
+  }) => {
+    const user = await createUser()
+    const session = await sessionData(user.email)
+    assert.equal(await meStatus(session.token), 200)
+    const tokenVersion = async () => {
+      const row = await db.from('users').where('id', user.id).select('token_version').first()
+      return Number(row.token_version)
+    }
+    const versionBefore = await tokenVersion()
+    const logout = (jwt: string) =>
+      fetch(`${baseUrl()}/auth/logout`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${jwt}` },
+      })
+    const out = await logout(session.token)
+    assert.equal(out.status, 200)
+    const answer: any = await out.json()
+    assert.isTrue(answer.data.loggedOut)
+    assert.equal(await meStatus(session.token), 401, 'the JWT is refused at once')
+    // Recorded in the users row every instance's guard reads (not in this process only).
+    assert.isAbove(await tokenVersion(), versionBefore)
+
+    // The ended JWT sent to logout again leaves a new session alone.
+    const again = await sessionData(user.email)
+    const stale = await logout(session.token)
+    assert.equal(stale.status, 200)
+    assert.equal(await meStatus(again.token), 200)
+  })
+
   test('reusing a rotated refresh token revokes the family and ends its JWTs', async ({
     assert,
   }) => {
