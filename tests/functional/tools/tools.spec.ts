@@ -64,7 +64,7 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     client,
     assert,
   }) => {
-    const owner = await owners.create({ credits: 1000 })
+    const owner = await owners.create({ credits: 10_000 })
     const agent = await createAgentFor(owner)
     const jwt = jwtFor(owner)
     const mint = await chain.createMint(6)
@@ -104,7 +104,7 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     for (const fact of ['Kite Coin', 'KITE', '2500000', '0.04', mint.authority.address]) {
       assert.include(prompt, fact)
     }
-    assert.isBelow(await creditsOf(owner), 1000)
+    assert.isBelow(await creditsOf(owner), 10_000)
     assert.equal(tokenPrices.requests.at(-1)!.searchParams.get('ids'), mint.address)
 
     // Cached per mint: a second scan makes no RPC, price or model call (but counts).
@@ -128,7 +128,7 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     client,
     assert,
   }) => {
-    const owner = await owners.create({ credits: 1000 })
+    const owner = await owners.create({ credits: 10_000 })
     const agent = await createAgentFor(owner)
     const jwt = jwtFor(owner)
     const scan = (body: unknown) =>
@@ -189,7 +189,7 @@ test.group('Tools: token scan, research and wallet watch', (group) => {
     client,
     assert,
   }) => {
-    const owner = await owners.create({ credits: 1000 })
+    const owner = await owners.create({ credits: 10_000 })
     const agent = await createAgentFor(owner)
     const mint = await chain.createToken2022MintWithMetadata(9, {
       name: 'Extension Token',
