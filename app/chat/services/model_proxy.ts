@@ -25,15 +25,16 @@ import type { ModelReply } from '#chat/services/types'
 
 /**
  * The hosted model path, metered in AI Credits: the `/v1/chat/completions`
- * route (containers' model calls) and the chat service's hosted fallback
- * both come here. Each request: resolve the model -> hold its estimated
- * cost (402 INSUFFICIENT_CREDITS before the upstream is called) -> forward
- * to MODEL_API_URL (or answer with the built-in `local-dev` model) -> read
- * the usage -> settle: return the hold, debit the real cost in one ledger
- * entry (`kind: 'llm'`).
+ * route (containers' and API-key users' model calls) and the chat
+ * service's hosted fallback all come here. Each request: resolve the model
+ * -> build the body to forward and hold its worst-case cost (402
+ * INSUFFICIENT_CREDITS before the upstream is called) -> forward exactly
+ * that body to MODEL_API_URL (or answer with the built-in `local-dev`
+ * model) -> read the usage -> settle: return the hold, debit the real cost
+ * (at most the hold) in one ledger entry (`kind: 'llm'`; none when free).
  */
 export interface HostedOptions {
-  /** Whose credits pay (the agent's owner, or the test-chat user). */
+  /** Whose credits pay (the agent's owner, the test-chat user, the API key's user). */
   payerId: string
   agentId?: string | null
   /** The user's API key, when the user called the proxy with one (no agent). */
