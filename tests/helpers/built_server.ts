@@ -138,7 +138,7 @@ export async function npmStart(env: Record<string, string> = {}): Promise<NpmSta
         const answer = await fetch(`${url}/health`).catch(() => undefined)
         return answer?.status === 200 ? true : undefined
       },
-      { timeoutMs: 120_000, what: `npm start to serve /health` }
+      { timeoutMs: 180_000, what: 'npm start to serve /health' }
     )
   } catch (error) {
     await started.destroy()
