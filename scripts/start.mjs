@@ -41,7 +41,11 @@ const NOT_SOURCES = new Set([
   'tmp',
 ])
 
-/** SHA-256 over the path and content of every source file (a few MB: well under a second). */
+/**
+ * SHA-256 over the path and content of every source file (a few MB: well
+ * under a second). Prose (*.md) is left out, except the skills catalogue's
+ * SKILL.md files, which the build copies.
+ */
 function sourceHash() {
   const hash = createHash('sha256')
   const visit = (relative) => {
@@ -51,7 +55,7 @@ function sourceHash() {
       const path = relative ? `${relative}/${entry.name}` : entry.name
       if (entry.isDirectory()) {
         if (!NOT_SOURCES.has(entry.name)) visit(path)
-      } else if (entry.isFile()) {
+      } else if (entry.isFile() && !(path.endsWith('.md') && !path.startsWith('skills/'))) {
         hash.update(`${path}\0`).update(readFileSync(join(root, path))).update('\0')
       }
     }

@@ -87,7 +87,11 @@ export class ConsoleVisitor {
   }
 
   /** Signs in through the login form, setting up or answering TOTP as the account needs. */
-  async signIn(user: Pick<User, 'email'>, password = TEST_PASSWORD, totpSecret?: string): Promise<PageAnswer> {
+  async signIn(
+    user: Pick<User, 'email'>,
+    password = TEST_PASSWORD,
+    totpSecret?: string
+  ): Promise<PageAnswer> {
     await this.get('/console/login')
     let answer = await this.post('/console/login', { email: user.email, password })
     if (answer.location === '/console/totp/setup') {

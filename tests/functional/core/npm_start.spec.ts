@@ -27,7 +27,11 @@ async function call(service: NpmStarted, path: string, token: string, json?: unk
 /** A fixture agent of a new account (the free tier holds one agent each). */
 async function fixtureAgent(service: NpmStarted, config: Record<string, unknown> = {}) {
   const { token } = await signUpAccountAt(service.url, service.storage)
-  const created = await call(service, '/agents', token, { name: 'Npm start', framework: 'fixture', config })
+  const created = await call(service, '/agents', token, {
+    name: 'Npm start',
+    framework: 'fixture',
+    config,
+  })
   if (created.status !== 201) throw new Error(`create agent: ${JSON.stringify(created)}`)
   return { id: created.body.data.id as string, token }
 }
@@ -44,6 +48,19 @@ async function waitForContainer(
     },
     { timeoutMs: 60_000, what: `agent ${agent.id} to be ${state}` }
   )
+}
+
+/** The service's processes, after checking the built server and its PostgreSQL are among them. */
+function serverAndPostgres(service: NpmStarted): string[] {
+  const processes = service.processes()
+  const listing = processes.join('\n')
+  if (!processes.some((line) => line.includes('build/bin/server.js'))) {
+    throw new Error(`no built server among:\n${listing}`)
+  }
+  if (!processes.some((line) => / -D \S+\/postgres/.test(line))) {
+    throw new Error(`no embedded PostgreSQL among:\n${listing}`)
+  }
+  return processes
 }
 
 test.group('npm start stops cleanly', (group) => {
@@ -78,15 +95,12 @@ test.group('npm start stops cleanly', (group) => {
     await waitForContainer(service, sleeping, 'sleeping')
     const booting = await fixtureAgent(service, { readyDelayMs: 600_000 })
     await waitForContainer(service, booting, 'starting')
-    await waitFor(
-      async () => (agentProcesses(agentsDir).has(booting.id) ? true : undefined),
-      { what: 'the booting agent process' }
-    )
+    await waitFor(async () => (agentProcesses(agentsDir).has(booting.id) ? true : undefined), {
+      what: 'the booting agent process',
+    })
 
     // What the count below looks at is really there: the server, PostgreSQL, both agents.
-    const before = service.processes()
-    assert.isTrue(before.some((line) => line.includes('build/bin/server.js')), before.join('\n'))
-    assert.isTrue(before.some((line) => / -D \S+\/postgres/.test(line)), before.join('\n'))
+    const before = serverAndPostgres(service)
     for (const agent of [running, booting]) {
       const pids = agentProcesses(agentsDir).get(agent.id) ?? []
       assert.isNotEmpty(pids)
@@ -104,9 +118,7 @@ test.group('npm start stops cleanly', (group) => {
 
   test('SIGINT to npm stops the server and the embedded PostgreSQL', async ({ assert }) => {
     service = await npmStart()
-    const before = service.processes()
-    assert.isTrue(before.some((line) => line.includes('build/bin/server.js')), before.join('\n'))
-    assert.isTrue(before.some((line) => / -D \S+\/postgres/.test(line)), before.join('\n'))
+    serverAndPostgres(service)
 
     await service.stop('SIGINT')
     const left = await waitFor(
