@@ -65,7 +65,7 @@ test.group('Console on the built server (npm start, Chromium)', (group) => {
 
       await page.goto(`${url}/console/support?status=open`)
       // Pico's classless sheet sets the body's font to its system stack (the
-      // browser's default is a serif); console.css boxes the page's notices.
+      // browser's default is a serif); both sheets are the page's.
       // (Expressions as strings: the project's TypeScript has no DOM types.)
       const font = await page.evaluate<string>('getComputedStyle(document.body).fontFamily')
       assert.include(font, 'system-ui', `Pico's stylesheet did not apply (font: ${font})`)
