@@ -61,6 +61,8 @@ export default defineConfig({
   metaFiles: [
     { pattern: 'resources/views/**/*.edge', reloadServer: false },
     { pattern: 'public/**', reloadServer: false },
+    // The console's own script and stylesheet (served by ConsoleAssetsController).
+    { pattern: 'resources/console/**', reloadServer: false },
     // The skills catalogue ships as files (app/skills reads them at run time).
     { pattern: 'skills/**/SKILL.md', reloadServer: true },
   ],

@@ -24,6 +24,9 @@ export function totpCode(email: string, secret: string, offsetSeconds = 0): stri
 }
 
 export class ConsoleVisitor {
+  /** `base`: another server than the test run's own (e.g. the built one). */
+  constructor(readonly base = baseUrl()) {}
+
   readonly cookies = new Map<string, string>()
   csrf: string | null = null
   /** Base32 TOTP secret once this visitor set one up. */
@@ -50,7 +53,7 @@ export class ConsoleVisitor {
     form?: Record<string, string>,
     headers: Record<string, string> = {}
   ): Promise<PageAnswer> {
-    const response = await fetch(`${baseUrl()}${path}`, {
+    const response = await fetch(`${this.base}${path}`, {
       method,
       redirect: 'manual',
       headers: {
@@ -84,7 +87,11 @@ export class ConsoleVisitor {
   }
 
   /** Signs in through the login form, setting up or answering TOTP as the account needs. */
-  async signIn(user: User, password = TEST_PASSWORD, totpSecret?: string): Promise<PageAnswer> {
+  async signIn(
+    user: Pick<User, 'email'>,
+    password = TEST_PASSWORD,
+    totpSecret?: string
+  ): Promise<PageAnswer> {
     await this.get('/console/login')
     let answer = await this.post('/console/login', { email: user.email, password })
     if (answer.location === '/console/totp/setup') {

@@ -51,6 +51,43 @@ export interface ServiceUnderFault {
   destroy(): Promise<void>
 }
 
+/**
+ * Registers an account through the API of the server at `url`, follows the
+ * verification link it wrote to `<storage>/mail` and signs in; answers the
+ * JWT and the e-mail (the password is TEST_PASSWORD).
+ */
+export async function signUpAccountAt(
+  url: string,
+  storage: string
+): Promise<{ token: string; email: string }> {
+  const call = async (path: string, json?: unknown) => {
+    const response = await fetch(`${url}${path}`, {
+      method: json === undefined ? 'GET' : 'POST',
+      headers: json === undefined ? {} : { 'content-type': 'application/json' },
+      body: json === undefined ? undefined : JSON.stringify(json),
+      signal: AbortSignal.timeout(15_000),
+    })
+    const text = await response.text()
+    let body: any = text
+    try {
+      body = JSON.parse(text)
+    } catch {}
+    return { status: response.status, body }
+  }
+  const email = uniqueEmail('fault')
+  const registered = await call('/auth/register', {
+    email,
+    username: uniqueUsername('f'),
+    password: TEST_PASSWORD,
+  })
+  if (registered.status >= 300) throw new Error(`register: ${JSON.stringify(registered)}`)
+  const mail = await waitForMail(email, { dir: join(storage, 'mail') })
+  await call(linkIn(mail, '/auth/verify-email/').pathname)
+  const login = await call('/auth/login', { email, password: TEST_PASSWORD })
+  if (login.status !== 200) throw new Error(`login: ${JSON.stringify(login)}`)
+  return { token: login.body.data.token as string, email }
+}
+
 export async function startServiceUnderFault(
   env: Record<string, string | undefined> = {}
 ): Promise<ServiceUnderFault> {
@@ -98,22 +135,8 @@ export async function startServiceUnderFault(
       const { token } = await service.signUpAccount()
       return token
     },
-    async signUpAccount() {
-      const email = uniqueEmail('fault')
-      const registered = await service.call('/auth/register', {
-        method: 'POST',
-        json: { email, username: uniqueUsername('f'), password: TEST_PASSWORD },
-      })
-      if (registered.status >= 300) throw new Error(`register: ${JSON.stringify(registered)}`)
-      const mail = await waitForMail(email, { dir: join(storage, 'mail') })
-      const link = linkIn(mail, '/auth/verify-email/')
-      await service.call(link.pathname)
-      const login = await service.call('/auth/login', {
-        method: 'POST',
-        json: { email, password: TEST_PASSWORD },
-      })
-      if (login.status !== 200) throw new Error(`login: ${JSON.stringify(login)}`)
-      return { token: login.body.data.token as string, email }
+    signUpAccount() {
+      return signUpAccountAt(service.server.url, storage)
     },
     async createFixtureAgent(token, name) {
       const created = await service.call('/agents', {

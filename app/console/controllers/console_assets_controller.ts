@@ -1,22 +1,33 @@
 import { readFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
 import type { HttpContext } from '@adonisjs/core/http'
 import app from '@adonisjs/core/services/app'
 import { NotFoundException } from '#core/exceptions/api_exceptions'
 
+const require = createRequire(import.meta.url)
+
 /**
- * The console's static files, served from the repository and node_modules
- * (no build step): Pico's classless stylesheet, the Transmit client and the
- * console's own small script and stylesheet. Read once, kept in memory.
+ * The console's static files: Pico's classless stylesheet and the Transmit
+ * client, read from wherever Node resolves those packages (so a built
+ * server under build/ finds them too), and the console's own script and
+ * stylesheet from resources/console (copied into the build as metaFiles,
+ * adonisrc.ts). Read once, kept in memory.
  */
-const ASSETS: Record<string, { path: string; type: string }> = {
+const ASSETS: Record<string, { path: () => string; type: string }> = {
   'pico.css': {
-    path: 'node_modules/@picocss/pico/css/pico.classless.min.css',
+    path: () => require.resolve('@picocss/pico/css/pico.classless.min.css'),
     type: 'text/css; charset=utf-8',
   },
-  'console.css': { path: 'resources/console/console.css', type: 'text/css; charset=utf-8' },
-  'console.js': { path: 'resources/console/console.js', type: 'text/javascript; charset=utf-8' },
+  'console.css': {
+    path: () => app.makePath('resources/console/console.css'),
+    type: 'text/css; charset=utf-8',
+  },
+  'console.js': {
+    path: () => app.makePath('resources/console/console.js'),
+    type: 'text/javascript; charset=utf-8',
+  },
   'transmit.js': {
-    path: 'node_modules/@adonisjs/transmit-client/build/index.js',
+    path: () => require.resolve('@adonisjs/transmit-client/build/index.js'),
     type: 'text/javascript; charset=utf-8',
   },
 }
@@ -29,7 +40,7 @@ export default class ConsoleAssetsController {
     if (!asset) throw new NotFoundException('No such console asset')
     let body = cache.get(params.file)
     if (!body) {
-      body = await readFile(app.makePath(asset.path))
+      body = await readFile(asset.path())
       cache.set(params.file, body)
     }
     response.header('content-type', asset.type)
