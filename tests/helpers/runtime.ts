@@ -8,6 +8,7 @@ import { agentPaths } from '#runtime/agent_paths'
 import { gatewayTokenFor } from '#runtime/credentials'
 import { PluginRegistry } from '#plugins/plugin_registry'
 import { ProcessDriver, type ProcessDriverOptions } from '#runtime/process/process_driver'
+import type { SandboxMode } from '#runtime/process/sandbox'
 import { RuntimeService, type RuntimeServiceOptions } from '#runtime/runtime_service'
 import type { AgentRuntimeSpec, RuntimeEvent } from '#runtime/types'
 
@@ -49,6 +50,8 @@ export async function processHarness(
     const driver = new ProcessDriver({
       agentsDir,
       cacheDir: sharedCacheDir(),
+      // AGENT_SANDBOX in the test environment runs the runtime suites in that sandbox.
+      sandbox: (process.env.AGENT_SANDBOX || undefined) as SandboxMode | undefined,
       stopGraceMs: 3000,
       pollIntervalMs: 200,
       restart: {
