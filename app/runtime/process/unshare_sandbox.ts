@@ -137,7 +137,14 @@ function ioUringRefusal(haveFilter: boolean): IoUringRefusal {
 /** Sets kernel.io_uring_disabled to 1 when it is 0; true when it changed it. */
 function disableIoUringForUnprivileged(): boolean {
   if ((readNumber(IO_URING_SYSCTL) ?? 0) >= 1) return false
-  writeFileSync(IO_URING_SYSCTL, '1\n')
+  try {
+    writeFileSync(IO_URING_SYSCTL, '1\n')
+  } catch (error) {
+    throw new Error(
+      `the unshare sandbox could not refuse io_uring: setting kernel.io_uring_disabled=1 failed (${(error as Error).message})`,
+      { cause: error }
+    )
+  }
   return true
 }
 
@@ -174,37 +181,39 @@ function initScript(plan: {
     if (info?.isSymbolicLink()) lines.push(`ln -s ${quote(readlinkSync(`/${name}`))} ${name}`)
     else if (info?.isDirectory()) topLevel.push({ path: `/${name}`, readOnly: true })
   }
-  lines.push(
-    `printf '%s' ${quote(plan.account.passwd)} > etc/passwd`,
-    `printf '%s' ${quote(plan.account.group)} > etc/group`,
-    `${MOUNT} -n -t tmpfs -o mode=1777,nosuid,nodev agent-tmp "$root/tmp"`,
-    `${MOUNT} -n -t tmpfs -o mode=0755,nosuid,noexec agent-dev "$root/dev"`,
-    ...DEVICES.map(
-      (name) =>
-        `touch "$root/dev/${name}" && ${MOUNT} -n --bind -o nosuid,noexec /dev/${name} "$root/dev/${name}"`
-    ),
-    'mkdir "$root/dev/shm"',
-    `${MOUNT} -n -t tmpfs -o mode=1777,nosuid,nodev,noexec agent-shm "$root/dev/shm"`,
-    ...['fd:/proc/self/fd', 'stdin:/proc/self/fd/0', 'stdout:/proc/self/fd/1'].map((entry) => {
-      const [name, target] = entry.split(':')
-      return `ln -s ${target} "$root/dev/${name}"`
-    }),
-    'ln -s /proc/self/fd/2 "$root/dev/stderr"',
-    `${MOUNT} -n -t proc -o nosuid,nodev,noexec agent-proc "$root/proc"`
-  )
   // Parents before what is bound inside them (a prefix sorts first).
   const all = [...topLevel, ...plan.binds]
   const binds = [...new Map(all.map((bind) => [bind.path, bind])).values()].sort((a, b) =>
     a.path < b.path ? -1 : a.path > b.path ? 1 : 0
   )
-  for (const { path, readOnly } of binds) {
-    const target = `"$root"${quote(path)}`
-    const point = statSync(path).isDirectory()
-      ? `mkdir -p ${target}`
-      : `mkdir -p "$root"${quote(dirname(path))} && { [ -e ${target} ] || touch ${target}; }`
-    const flags = readOnly ? 'ro,nosuid,nodev' : 'nosuid,nodev'
-    lines.push(`${point} && ${MOUNT} -n --bind -o ${flags} ${quote(path)} ${target}`)
+  // Every mount point is made at once, on the tmpfs, before anything is bound over it (one
+  // process each for mkdir and touch: a start on a busy host pays per process).
+  const folders = ['dev/shm']
+  const files = DEVICES.map((name) => `dev/${name}`)
+  for (const { path } of binds) {
+    if (statSync(path).isDirectory()) folders.push(`.${path}`)
+    else {
+      folders.push(`.${dirname(path)}`)
+      files.push(`.${path}`)
+    }
   }
+  lines.push(
+    `printf '%s' ${quote(plan.account.passwd)} > etc/passwd`,
+    `printf '%s' ${quote(plan.account.group)} > etc/group`,
+    `${MOUNT} -n -t tmpfs -o mode=1777,nosuid,nodev agent-tmp tmp`,
+    `${MOUNT} -n -t tmpfs -o mode=0755,nosuid,noexec agent-dev dev`,
+    `mkdir -p ${folders.map(quote).join(' ')}`,
+    `touch ${files.map(quote).join(' ')}`,
+    'ln -s /proc/self/fd dev/fd',
+    ...['stdin', 'stdout', 'stderr'].map((name, fd) => `ln -s /proc/self/fd/${fd} dev/${name}`),
+    ...DEVICES.map((name) => `${MOUNT} -n --bind -o nosuid,noexec /dev/${name} dev/${name}`),
+    `${MOUNT} -n -t tmpfs -o mode=1777,nosuid,nodev,noexec agent-shm dev/shm`,
+    `${MOUNT} -n -t proc -o nosuid,nodev,noexec agent-proc proc`,
+    ...binds.map(
+      ({ path, readOnly }) =>
+        `${MOUNT} -n --bind -o ${readOnly ? 'ro,nosuid,nodev' : 'nosuid,nodev'} ${quote(path)} ${quote(`.${path}`)}`
+    )
+  )
   const setpriv = [
     SETPRIV!,
     `--reuid=${plan.uid}`,
@@ -225,7 +234,9 @@ function initScript(plan: {
     `${MOUNT} -n -o remount,bind,ro,nosuid,nodev /`,
     `cd ${quote(plan.cwd)}`,
     'set +e',
+    // As bubblewrap leaves it: PWD is the workspace, nothing else of the setup.
     'PATH="$agent_path"',
+    'unset OLDPWD',
     // A session of its own: the supervisor's signal to the group reaches the framework once, from here.
     `${SETSID} ${setpriv.join(' ')} "$@" &`,
     'child=$!',
@@ -293,13 +304,6 @@ export function unshareSandboxAvailability(haveSeccompFilter: boolean): {
     rmSync(scratch, { recursive: true, force: true })
   }
   return availability
-}
-
-/** How io_uring is refused in this mode, for the log. */
-export function unshareIoUringNote(haveSeccompFilter: boolean): string {
-  return ioUringRefusal(haveSeccompFilter).how === 'seccomp'
-    ? 'io_uring refused by a seccomp filter (setpriv --seccomp-filter)'
-    : 'io_uring refused host-wide for unprivileged processes (kernel.io_uring_disabled=1)'
 }
 
 let sysctlSaid = false
