@@ -15,7 +15,7 @@ import type { AgentPaths } from '#runtime/agent_paths'
  * builds the agent's root on a tmpfs, like bubblewrap's root layout: /usr
  * (and the host's /bin, /lib links or folders), a few /etc files, the
  * framework runtime and Node.js read-only; the agent's own folders
- * read-write; its own /proc (its processes only), /dev, /tmp and /dev/shm;
+ * read-write; its own /proc (its processes only), /dev (with pseudo-terminals), /tmp, /dev/shm;
  * every mount nosuid and nodev (only /dev's device files keep their
  * devices). It then pivots into that root, detaches the host's, makes the
  * root read-only, and starts the framework through setpriv: the agent's
@@ -188,7 +188,7 @@ function initScript(plan: {
   )
   // Every mount point is made at once, on the tmpfs, before anything is bound over it (one
   // process each for mkdir and touch: a start on a busy host pays per process).
-  const folders = ['dev/shm']
+  const folders = ['dev/shm', 'dev/pts']
   const files = DEVICES.map((name) => `dev/${name}`)
   for (const { path } of binds) {
     if (statSync(path).isDirectory()) folders.push(`.${path}`)
@@ -205,9 +205,12 @@ function initScript(plan: {
     `mkdir -p ${folders.map(quote).join(' ')}`,
     `touch ${files.map(quote).join(' ')}`,
     'ln -s /proc/self/fd dev/fd',
+    'ln -s pts/ptmx dev/ptmx',
     ...['stdin', 'stdout', 'stderr'].map((name, fd) => `ln -s /proc/self/fd/${fd} dev/${name}`),
     ...DEVICES.map((name) => `${MOUNT} -n --bind -o nosuid,noexec /dev/${name} dev/${name}`),
     `${MOUNT} -n -t tmpfs -o mode=1777,nosuid,nodev,noexec agent-shm dev/shm`,
+    // Pseudo-terminals of its own (a framework's shell tool may want one), as bubblewrap's --dev.
+    `${MOUNT} -n -t devpts -o newinstance,ptmxmode=0666,mode=620,nosuid,noexec agent-pts dev/pts`,
     `${MOUNT} -n -t proc -o nosuid,nodev,noexec agent-proc proc`,
     ...binds.map(
       ({ path, readOnly }) =>

@@ -117,6 +117,11 @@ test.group('Sandbox: AGENT_SANDBOX=unshare (util-linux, no bubblewrap)', (group)
     )
     assert.equal(own.code, 0, own.stderr)
     assert.equal(own.stdout.split('\n')[0], 'mine')
+    const pty = await shell(
+      mine,
+      `python3 -c 'import os, pty; m, s = pty.openpty(); print(os.ttyname(s))'`
+    )
+    assert.equal(pty.stdout.trim(), '/dev/pts/0', `a pseudo-terminal of its own: ${pty.stderr}`)
     const root = await shell(mine, 'touch /etc/x; echo $?; touch /usr/x; echo $?')
     assert.deepEqual(root.stdout.trim().split('\n'), ['1', '1'], 'root and /usr are read-only')
   })
