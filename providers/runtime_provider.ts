@@ -37,6 +37,7 @@ export default class RuntimeProvider {
           storageDir: storage,
           agentsDir: agents,
           log,
+          warn: (message) => logger.warn(`runtime: ${message}`),
         }),
         frameworks: await resolver.make(PluginRegistry),
         agentsDir: agents,

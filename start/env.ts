@@ -31,6 +31,7 @@ export default await Env.create(new URL('../', import.meta.url), {
   AGENT_BOOT_CONCURRENCY: Env.schema.number.optional(),
   AGENT_MEMORY_BUDGET_MB: Env.schema.number.optional(),
   AGENT_IDLE_SLEEP_SECS: Env.schema.number.optional(),
+  AGENT_SANDBOX: Env.schema.enum.optional(['auto', 'bubblewrap', 'unshare', 'none'] as const),
   AGENT_COMPILE_CACHE: Env.schema.enum.optional(['on', 'off'] as const),
   AGENT_CHECKPOINT: Env.schema.enum.optional(['on', 'off'] as const),
   AGENT_CHECKPOINT_DISK_MB: Env.schema.number.optional(),

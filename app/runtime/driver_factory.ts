@@ -2,6 +2,7 @@ import { join } from 'node:path'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import { DockerDriver, type ImageSource } from '#runtime/docker/docker_driver'
 import { ProcessDriver } from '#runtime/process/process_driver'
+import type { SandboxMode } from '#runtime/process/sandbox'
 import { SwarmDriver } from '#runtime/swarm/swarm_driver'
 import type { ContainerDriver } from '#runtime/types'
 
@@ -15,6 +16,8 @@ export interface DriverSettings {
   /** The agents' folders (agentsDir in app/core/bootstrap/paths.ts); `<storage>/agents` when absent. */
   agentsDir?: string
   log?: (message: string, detail?: Record<string, unknown>) => void
+  /** The log at warning level. */
+  warn?: (message: string) => void
 }
 
 /** Where agents live (`<agentsDir>/<id>/`) and the framework cache (`<storage>/runtime/`). */
@@ -34,7 +37,9 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
         compileCache: process.env.AGENT_COMPILE_CACHE !== 'off',
         checkpoints: process.env.AGENT_CHECKPOINT !== 'off',
         checkpointDiskMb: Number(process.env.AGENT_CHECKPOINT_DISK_MB) || undefined,
+        sandbox: (process.env.AGENT_SANDBOX || undefined) as SandboxMode | undefined,
         log: settings.log,
+        warn: settings.warn,
       })
     case 'docker':
       return new DockerDriver({ agentsDir, cacheDir, images: settings.images, log: settings.log })

@@ -4,8 +4,11 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import app from '@adonisjs/core/services/app'
 import { loadPlugins } from '#plugins/plugin_loader'
+import { agentPaths } from '#runtime/agent_paths'
+import { gatewayTokenFor } from '#runtime/credentials'
 import { PluginRegistry } from '#plugins/plugin_registry'
 import { ProcessDriver, type ProcessDriverOptions } from '#runtime/process/process_driver'
+import type { SandboxMode } from '#runtime/process/sandbox'
 import { RuntimeService, type RuntimeServiceOptions } from '#runtime/runtime_service'
 import type { AgentRuntimeSpec, RuntimeEvent } from '#runtime/types'
 
@@ -47,6 +50,8 @@ export async function processHarness(
     const driver = new ProcessDriver({
       agentsDir,
       cacheDir: sharedCacheDir(),
+      // AGENT_SANDBOX in the test environment runs the runtime suites in that sandbox.
+      sandbox: (process.env.AGENT_SANDBOX || undefined) as SandboxMode | undefined,
       stopGraceMs: 3000,
       pollIntervalMs: 200,
       restart: {
@@ -124,4 +129,25 @@ export async function waitFor<T>(
     await sleep(50)
   }
   throw new Error(`Timed out after ${timeoutMs}ms waiting for ${what}`)
+}
+
+export interface ShellResult {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+/** Runs a command in a running fixture agent's own shell (its /shell endpoint), inside its sandbox. */
+export async function agentShell(
+  harness: RuntimeHarness,
+  agentId: string,
+  cmd: string
+): Promise<ShellResult> {
+  const info = await harness.runtime.status(agentId)
+  const token = await gatewayTokenFor(agentPaths(harness.agentsDir, agentId).credentialsFile)
+  const response = await fetch(`${info.baseUrl}/shell?cmd=${encodeURIComponent(cmd)}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+  })
+  return (await response.json()) as ShellResult
 }

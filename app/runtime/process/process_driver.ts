@@ -20,7 +20,13 @@ import {
   type RestartPolicy,
   type SupervisorSettings,
 } from '#runtime/process/agent_process'
-import { agentRunUid, agentUid, sandboxLaunch } from '#runtime/process/sandbox'
+import {
+  agentRunUid,
+  agentUid,
+  sandboxLaunch,
+  type SandboxMode,
+  type SandboxedLaunch,
+} from '#runtime/process/sandbox'
 import { AgentCheckpoint, criu } from '#runtime/process/checkpoint'
 import { ioUringFilterFile } from '#runtime/process/seccomp'
 import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
@@ -76,8 +82,12 @@ export interface ProcessDriverOptions {
    * default half the free space of the agents folder at the first sleep.
    */
   checkpointDiskMb?: number
+  /** AGENT_SANDBOX: the agents' sandbox (app/runtime/process/sandbox.ts); default auto. */
+  sandbox?: SandboxMode
   /** The service's log. */
   log?: (message: string, detail?: Record<string, unknown>) => void
+  /** The service's log at warning level (default: log). */
+  warn?: (message: string) => void
 }
 
 const DEFAULT_RESTART: RestartPolicy = {
@@ -125,7 +135,6 @@ async function writeRenderedFiles(paths: AgentPaths, files: RenderedFile[]) {
  * one (see ProcessRecord). The container id is `proc-<random>`, new on
  * every start.
  */
-let weakSandboxWarned = false
 
 /** A runtime-cache install whose failure the caller sees as 503 (the host, not the request). */
 async function installOr503<T>(label: string, install: () => Promise<T>): Promise<T> {
@@ -168,15 +177,33 @@ function launchFingerprint(launch: {
   return createHash('sha256').update(JSON.stringify(launch)).digest('hex')
 }
 
-/** Said once per process: agents run without the mount-namespace sandbox here. */
-function warnWeakSandbox(confinement: 'uid' | 'none', log: (message: string) => void) {
-  if (weakSandboxWarned) return
-  weakSandboxWarned = true
-  log(
-    confinement === 'uid'
-      ? 'bubblewrap is not available: agents run under their own user ids but see the host file system (install the bubblewrap package)'
-      : 'bubblewrap is not available and the service does not run as root: agents run as the service user with no sandbox'
-  )
+/**
+ * Said once per driver and kind (`said`): which sandbox agents get, loudly
+ * when none (AGENT_SANDBOX=none), and what it changed on the host.
+ */
+function saySandbox(
+  sandboxed: SandboxedLaunch,
+  said: Set<string>,
+  log: (message: string) => void,
+  warn: (message: string) => void
+) {
+  if (sandboxed.note) warn(sandboxed.note)
+  if (said.has(sandboxed.confinement)) return
+  said.add(sandboxed.confinement)
+  switch (sandboxed.confinement) {
+    case 'uid':
+      return warn(
+        'AGENT_SANDBOX=none: agents run WITHOUT a sandbox, under their own user ids, and see the host file system, its processes and io_uring'
+      )
+    case 'none':
+      return warn(
+        'AGENT_SANDBOX=none: agents run WITHOUT a sandbox, as the service user, and can read everything the service can'
+      )
+    case 'unshare':
+      return log(
+        'agents run in the unshare sandbox (mount, pid, IPC and UTS namespaces, own uid, no capabilities, io_uring refused); checkpoints are off in it'
+      )
+  }
 }
 
 export class ProcessDriver implements ContainerDriver {
@@ -186,6 +213,8 @@ export class ProcessDriver implements ContainerDriver {
   readonly #locks = new Map<string, Promise<unknown>>()
   /** Bytes all agents' checkpoints may take together (set at the first sleep). */
   #checkpointBudget?: number
+  /** The sandbox kinds the log has named (saySandbox). */
+  readonly #sandboxSaid = new Set<string>()
   /** Set by stopAll: the service is stopping and starts nothing more. */
   #stopping = false
   readonly #packages: PackageCache
@@ -323,16 +352,28 @@ export class ProcessDriver implements ContainerDriver {
           : { dir: join(this.options.cacheDir, 'compile-cache'), uid: agentRunUid(spec.agentId) },
     })
 
-    const sandboxed = await sandboxLaunch({
-      agentId: spec.agentId,
-      paths,
-      launch,
-      readOnly: [this.options.cacheDir, this.#node],
-      maxProcesses: spec.resources?.pids ?? plugin.resources.pids,
-      seccompFile: await ioUringFilterFile(join(this.options.cacheDir, 'sandbox')),
-    })
-    if (sandboxed.confinement !== 'bubblewrap')
-      warnWeakSandbox(sandboxed.confinement, (message) => this.#log(message))
+    let sandboxed
+    try {
+      sandboxed = await sandboxLaunch({
+        mode: this.options.sandbox,
+        agentId: spec.agentId,
+        paths,
+        launch,
+        readOnly: [this.options.cacheDir, this.#node],
+        maxProcesses: spec.resources?.pids ?? plugin.resources.pids,
+        seccompFile: await ioUringFilterFile(join(this.options.cacheDir, 'sandbox')),
+      })
+    } catch (error) {
+      // No sandbox for it here: its owner reads why in its log (and its status is error).
+      logFile.note((error as Error).message)
+      throw error
+    }
+    saySandbox(
+      sandboxed,
+      this.#sandboxSaid,
+      (message) => this.#log(message),
+      (message) => (this.options.warn ?? ((text: string) => this.#log(text)))(message)
+    )
     const memoryLimitMb = spec.resources?.memoryMb ?? plugin.resources.memoryMb
     const cgroup = await this.#cgroup(spec.agentId, {
       memoryMb: memoryLimitMb,
@@ -396,7 +437,7 @@ export class ProcessDriver implements ContainerDriver {
     if (!checkpointsSaid) {
       checkpointsSaid = true
       this.#log(
-        `agent checkpoints are off: ${reason ?? 'the sandbox is not the root layout (needs root and bubblewrap)'}; a sleeping agent wakes by booting`
+        `agent checkpoints are off: ${reason ?? "the sandbox is not bubblewrap's root layout (needs root and bubblewrap)"}; a sleeping agent wakes by booting`
       )
     }
     return false

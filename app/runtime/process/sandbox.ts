@@ -3,8 +3,10 @@ import { createHash } from 'node:crypto'
 import { existsSync, statSync } from 'node:fs'
 import { chmod, lchown, lstat, mkdir, readdir, stat, symlink, writeFile } from 'node:fs/promises'
 import { dirname, isAbsolute, join } from 'node:path'
+import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import type { AgentPaths } from '#runtime/agent_paths'
 import type { ProcessLaunch } from '#plugins/types'
+import { unshareLaunch, unshareSandboxAvailability } from '#runtime/process/unshare_sandbox'
 
 /**
  * The process driver's tenant sandbox (docs/runtime.md "Isolation").
@@ -29,9 +31,11 @@ import type { ProcessLaunch } from '#plugins/types'
  * and restore (app/runtime/process/checkpoint.ts). Without root, bubblewrap
  * makes an unprivileged user namespace instead (no checkpoints).
  *
- * Without bubblewrap the agent still runs under its own uid (when the
- * service runs as root), which a warning in the log says; without root it
- * runs as the service's user, said the same way.
+ * Without bubblewrap, util-linux's unshare makes a sandbox of the same
+ * shape (app/runtime/process/unshare_sandbox.ts). Where neither works no
+ * agent starts (a clear error) until `AGENT_SANDBOX=none` says to run them
+ * unsandboxed on purpose: then under their own uids as root, else as the
+ * service's user, with a warning in the log.
  */
 export const BWRAP = ['/usr/bin/bwrap', '/bin/bwrap'].find((path) => existsSync(path))
 const PRLIMIT = ['/usr/bin/prlimit', '/bin/prlimit'].find((path) => existsSync(path))
@@ -104,7 +108,50 @@ export function bubblewrapWorks(): boolean {
   return (bubblewrapProbe = probe.status === 0)
 }
 
+/** `AGENT_SANDBOX`: which sandbox process-driver agents get (docs/runtime.md "Isolation"). */
+export const SANDBOX_MODES = ['auto', 'bubblewrap', 'unshare', 'none'] as const
+export type SandboxMode = (typeof SANDBOX_MODES)[number]
+export type SandboxKind = Exclude<SandboxMode, 'auto'>
+
+/**
+ * The sandbox `mode` gives agents here: `auto` the strongest the host allows
+ * (bubblewrap, else unshare), never none. Throws, naming what is missing,
+ * when the mode cannot be had (the agent's start fails with that message).
+ */
+export function chooseSandbox(mode: SandboxMode, haveSeccompFilter: boolean): SandboxKind {
+  if (mode === 'none') return 'none'
+  const bubblewrap = () =>
+    bubblewrapWorks()
+      ? undefined
+      : BWRAP
+        ? 'bubblewrap cannot make a sandbox here'
+        : 'bubblewrap is not installed (apt-get install bubblewrap)'
+  const unshare = () => {
+    const { works, reason } = unshareSandboxAvailability(haveSeccompFilter)
+    return works ? undefined : `the unshare sandbox cannot be made: ${reason}`
+  }
+  const refuse = (why: string) => {
+    throw new ServiceUnavailableException(
+      `Agents cannot start: ${why}. Set AGENT_SANDBOX=none only to run agents without a sandbox on purpose`
+    )
+  }
+  if (mode === 'bubblewrap') {
+    const missing = bubblewrap()
+    return missing ? refuse(`AGENT_SANDBOX=bubblewrap, but ${missing}`) : 'bubblewrap'
+  }
+  if (mode === 'unshare') {
+    const missing = unshare()
+    return missing ? refuse(`AGENT_SANDBOX=unshare, but ${missing}`) : 'unshare'
+  }
+  const noBubblewrap = bubblewrap()
+  if (!noBubblewrap) return 'bubblewrap'
+  const noUnshare = unshare()
+  return noUnshare ? refuse(`no sandbox works here: ${noBubblewrap}; ${noUnshare}`) : 'unshare'
+}
+
 export interface SandboxRequest {
+  /** AGENT_SANDBOX; default auto. */
+  mode?: SandboxMode
   agentId: string
   paths: AgentPaths
   launch: ProcessLaunch
@@ -122,7 +169,9 @@ export interface SandboxedLaunch {
   uid?: number
   gid?: number
   /** How the agent is confined, for the log. */
-  confinement: 'bubblewrap' | 'uid' | 'none'
+  confinement: 'bubblewrap' | 'unshare' | 'uid' | 'none'
+  /** Something the service's log should say once (a host setting the sandbox changed). */
+  note?: string
   /** Files the launch reads from inherited descriptors 3, 4, …, opened at each spawn. */
   inheritFiles: string[]
   /**
@@ -236,6 +285,7 @@ async function prepareRootDir(
  */
 export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedLaunch> {
   const { paths, launch } = request
+  const kind = chooseSandbox(request.mode ?? 'auto', request.seccompFile !== undefined)
   const uid = runsAsRoot ? agentUid(request.agentId) : undefined
   if (uid !== undefined) {
     // The agents folder lets each agent through to its own folder and lists
@@ -262,7 +312,7 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
         }
       : { command, args }
 
-  if (!bubblewrapWorks()) {
+  if (kind === 'none') {
     return {
       ...limited(launch.command, launch.args),
       uid,
@@ -280,6 +330,24 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
     // The launched program itself, when it lives outside the other mounts.
     ...(isAbsolute(launch.command) ? [launch.command] : []),
   ].filter((path) => existsSync(path))
+  if (kind === 'unshare') {
+    const unshared = await unshareLaunch({
+      paths,
+      launch,
+      readOnly,
+      readWrite: ownFolders(paths),
+      account,
+      uid: id,
+      seccompFile: request.seccompFile,
+    })
+    return {
+      ...limited(unshared.command, unshared.args),
+      confinement: 'unshare',
+      inheritFiles: [],
+      note: unshared.note,
+    }
+  }
+
   const seccomp = request.seccompFile ? ['--seccomp', '3'] : []
   const inheritFiles = request.seccompFile ? [request.seccompFile] : []
 

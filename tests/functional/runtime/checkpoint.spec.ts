@@ -8,6 +8,7 @@ import { compressesCheckpoints, criu } from '#runtime/process/checkpoint'
 import { childPids } from '#runtime/process/proc_stats'
 import { markedProcesses, readRecord } from '#runtime/process/process_record'
 import { agentUid, bubblewrapWorks } from '#runtime/process/sandbox'
+import { unshareSandboxAvailability } from '#runtime/process/unshare_sandbox'
 import { fixtureSpec, processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
 import { WARM_UP_CONVERSATION } from '#runtime/warm_up'
 
@@ -263,6 +264,25 @@ test.group('Runtime / checkpoints that do not fit', (group) => {
     await assertSleepsWithoutCheckpoint(harness, assert)
   })
     .skip(!canCheckpoint, skipReason)
+    .timeout(60_000)
+})
+
+test.group('Runtime / sleep in the unshare sandbox (AGENT_SANDBOX=unshare)', (group) => {
+  let harness: RuntimeHarness
+  group.each.setup(async () => {
+    harness = await processHarness({ sandbox: 'unshare' })
+    return () => harness.cleanup()
+  })
+
+  test('checkpoints are off in it even where CRIU works: a sleep is a plain stop and a wake a boot', async ({
+    assert,
+  }) => {
+    await assertSleepsWithoutCheckpoint(harness, assert)
+  })
+    .skip(
+      !canCheckpoint || !unshareSandboxAvailability(true).works,
+      `${skipReason}, and util-linux unshare`
+    )
     .timeout(60_000)
 })
 
