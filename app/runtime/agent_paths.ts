@@ -97,7 +97,8 @@ export async function ensureServiceFolder(paths: AgentPaths): Promise<void> {
   try {
     const service = await agents.child(SERVICE_FOLDER, { mode: 0o700 })
     try {
-      if ((await service.stat()).mode & 0o077) await service.chmod(0o700)
+      const info = await service.stat()
+      if (info.mode & 0o077) await service.chmod(0o700)
       const id = basename(paths.root)
       if (!(await lstat(service.path(id)).catch(() => undefined))) {
         await adoptTrustedLegacy(agents, id, service)
@@ -159,7 +160,7 @@ export async function ensureAgentFolders(paths: AgentPaths): Promise<void> {
       await removeIn(top, name).catch(() => undefined)
     }
     for (const name of ['state', 'workspace', 'home', 'tmp', 'cache']) {
-      await (await folderIn(top, name)).close()
+      await ensureFolderIn(top, name)
     }
     const home = await top.child('home')
     try {
@@ -167,7 +168,7 @@ export async function ensureAgentFolders(paths: AgentPaths): Promise<void> {
         const parts = path.split('/')
         const parent = parts.length > 1 ? await home.walk(parts[0]) : home
         try {
-          await (await folderIn(parent, parts.at(-1)!)).close()
+          await ensureFolderIn(parent, parts.at(-1)!)
         } finally {
           if (parent !== home) await parent.close()
         }
@@ -180,15 +181,17 @@ export async function ensureAgentFolders(paths: AgentPaths): Promise<void> {
   }
 }
 
-/** The folder `name` of `dir` (0700), made again when the agent put a link or a file there. */
-async function folderIn(dir: PinnedDir, name: string): Promise<PinnedDir> {
+/** Makes the folder `name` of `dir` (0700), again when the agent put a link or a file there. */
+async function ensureFolderIn(dir: PinnedDir, name: string): Promise<void> {
+  let folder: PinnedDir
   try {
-    return await dir.child(name, { mode: 0o700 })
+    folder = await dir.child(name, { mode: 0o700 })
   } catch (error) {
-    if (!isNotAFolder(error) && (error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+    if (!isNotAFolder(error)) throw error
     await removeIn(dir, name)
-    return dir.child(name, { mode: 0o700 })
+    folder = await dir.child(name, { mode: 0o700 })
   }
+  await folder.close()
 }
 
 /** Deletes the agent's folders and the service's files of it, never through a link. */
