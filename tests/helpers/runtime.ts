@@ -7,6 +7,8 @@ import { loadPlugins } from '#plugins/plugin_loader'
 import { PluginRegistry } from '#plugins/plugin_registry'
 import { ProcessDriver, type ProcessDriverOptions } from '#runtime/process/process_driver'
 import { RuntimeService, type RuntimeServiceOptions } from '#runtime/runtime_service'
+import { agentPaths } from '#runtime/agent_paths'
+import { gatewayTokenFor } from '#runtime/credentials'
 import type { AgentRuntimeSpec, RuntimeEvent } from '#runtime/types'
 
 /** Plugins of plugins/ plus the test-only ones of tests/fixtures/plugins. */
@@ -124,4 +126,42 @@ export async function waitFor<T>(
     await sleep(50)
   }
   throw new Error(`Timed out after ${timeoutMs}ms waiting for ${what}`)
+}
+
+export interface ShellResult {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+/**
+ * Runs a command in a fixture agent's own shell (the fixture framework's
+ * `/shell`), as a framework with a shell tool would: its uid, its sandbox.
+ */
+export async function agentShell(
+  harness: RuntimeHarness,
+  agentId: string,
+  cmd: string
+): Promise<ShellResult> {
+  return (await callFixtureOf(
+    harness,
+    agentId,
+    `/shell?cmd=${encodeURIComponent(cmd)}`
+  )) as ShellResult
+}
+
+/** POSTs to one of the fixture framework's own endpoints (`/shell`, `/log`, `/crash`). */
+export async function callFixtureOf(
+  harness: RuntimeHarness,
+  agentId: string,
+  path: string
+): Promise<unknown> {
+  const info = await harness.runtime.status(agentId)
+  if (!info.baseUrl) throw new Error(`agent ${agentId} is not running`)
+  const token = await gatewayTokenFor(agentPaths(harness.agentsDir, agentId).credentialsFile)
+  const response = await fetch(`${info.baseUrl}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+  })
+  return response.json()
 }

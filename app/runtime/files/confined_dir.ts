@@ -50,6 +50,14 @@ export interface Owner {
   gid: number
 }
 
+/** How a missing folder is made on the way. */
+export interface FolderCreation {
+  mode: number
+  owner?: Owner
+  /** A link or a file where a folder belongs is removed (never followed) and the folder made. */
+  replace?: boolean
+}
+
 function errorCode(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code
 }
@@ -104,8 +112,17 @@ export class PinnedDir {
    * ENOTDIR for a link or a file). With `create`, a missing folder is made
    * with that mode (exactly, umask aside) and owner.
    */
-  async child(name: string, create?: { mode: number; owner?: Owner }): Promise<PinnedDir> {
+  async child(name: string, create?: FolderCreation): Promise<PinnedDir> {
     assertName(name)
+    if (create?.replace) {
+      try {
+        return await this.child(name, { ...create, replace: false })
+      } catch (error) {
+        if (!isNotAFolder(error)) throw error
+        await removeIn(this, name)
+        return this.child(name, { ...create, replace: false })
+      }
+    }
     let made = false
     if (create) {
       made = await mkdir(this.path(name), create.mode).then(
@@ -133,7 +150,7 @@ export class PinnedDir {
   }
 
   /** child() along a relative path (`a/b/c`); the folders on the way are closed. */
-  async walk(path: string, create?: { mode: number; owner?: Owner }): Promise<PinnedDir> {
+  async walk(path: string, create?: FolderCreation): Promise<PinnedDir> {
     let dir: PinnedDir = this
     try {
       for (const segment of segmentsOf(path)) {
@@ -166,7 +183,7 @@ function assertName(name: string) {
 export async function openBelow(
   base: string,
   relativePath: string,
-  create?: { mode: number; owner?: Owner }
+  create?: FolderCreation
 ): Promise<PinnedDir> {
   const root = await PinnedDir.trusted(base)
   if (segmentsOf(relativePath).length === 0) return root
@@ -181,7 +198,7 @@ export async function openBelow(
 export async function inFolderBelow<T>(
   base: string,
   relativePath: string,
-  create: { mode: number; owner?: Owner } | undefined,
+  create: FolderCreation | undefined,
   work: (dir: PinnedDir) => Promise<T>
 ): Promise<T> {
   const dir = await openBelow(base, relativePath, create)
@@ -213,7 +230,8 @@ function parentAndName(path: string): { parent: string; name: string } {
  * it and renamed over it, so a link at that name is replaced, never
  * written through, and a crash never leaves half a file. The file gets
  * `mode` and `owner` on its own descriptor; missing folders on the way are
- * made with `folderMode` and `owner`. `onlyIfMissing`: an existing entry
+ * made with `folderMode` and `owner` (a link or file in the way of one is
+ * replaced: these are the service's paths). `onlyIfMissing`: an existing entry
  * (even a link) is left alone. Returns false when it was left alone.
  */
 export async function writeFileBelow(
@@ -226,7 +244,7 @@ export async function writeFileBelow(
   return inFolderBelow(
     base,
     parent,
-    { mode: options.folderMode ?? 0o700, owner: options.owner },
+    { mode: options.folderMode ?? 0o700, owner: options.owner, replace: true },
     async (dir) => {
       if (options.onlyIfMissing && (await lstat(dir.path(name)).catch(() => undefined))) {
         return false
@@ -406,7 +424,7 @@ export async function symlinkBelow(
   base: string,
   path: string,
   target: string,
-  folders: { mode: number; owner?: Owner }
+  folders: FolderCreation
 ): Promise<void> {
   const { parent, name } = parentAndName(split(base, path))
   await inFolderBelow(base, parent, folders, async (dir) => {

@@ -5,15 +5,13 @@ import { test } from '@japa/runner'
 import app from '@adonisjs/core/services/app'
 import { storageDir } from '#core/bootstrap/paths'
 import { agentPaths } from '#runtime/agent_paths'
-import { gatewayTokenFor } from '#runtime/credentials'
 import { agentUid, bubblewrapWorks } from '#runtime/process/sandbox'
-import { fixtureSpec, processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
-
-interface ShellResult {
-  code: number
-  stdout: string
-  stderr: string
-}
+import {
+  agentShell,
+  fixtureSpec,
+  processHarness,
+  type RuntimeHarness,
+} from '#tests/helpers/runtime'
 
 const asRoot = process.getuid?.() === 0
 
@@ -26,16 +24,7 @@ test.group(
       return () => harness.cleanup()
     })
 
-    /** Runs a command in the agent's own shell (the fixture framework's /shell). */
-    async function shell(agentId: string, cmd: string): Promise<ShellResult> {
-      const info = await harness.runtime.status(agentId)
-      const token = await gatewayTokenFor(agentPaths(harness.agentsDir, agentId).credentialsFile)
-      const response = await fetch(`${info.baseUrl}/shell?cmd=${encodeURIComponent(cmd)}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}` },
-      })
-      return (await response.json()) as ShellResult
-    }
+    const shell = (agentId: string, cmd: string) => agentShell(harness, agentId, cmd)
 
     test("an agent's shell runs as its own user and cannot read another agent's files, APP_KEY or the service's checkout", async ({
       assert,
