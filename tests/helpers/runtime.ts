@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -9,6 +10,7 @@ import { ProcessDriver, type ProcessDriverOptions } from '#runtime/process/proce
 import { RuntimeService, type RuntimeServiceOptions } from '#runtime/runtime_service'
 import { agentPaths } from '#runtime/agent_paths'
 import { gatewayTokenFor } from '#runtime/credentials'
+import { agentUid } from '#runtime/process/sandbox'
 import type { AgentRuntimeSpec, RuntimeEvent } from '#runtime/types'
 
 /** Plugins of plugins/ plus the test-only ones of tests/fixtures/plugins. */
@@ -164,4 +166,19 @@ export async function callFixtureOf(
     headers: { authorization: `Bearer ${token}` },
   })
   return response.json()
+}
+
+/**
+ * Runs `cmd` on the host as the agent's uid: the agent as it was before the
+ * issue-25 layout, in a sandbox mode that showed it its own top folder (uid
+ * only, a fallback sandbox), where it owned `<agents>/<id>`.
+ */
+export function asAgentOnHost(agentId: string, cwd: string, cmd: string): void {
+  const uid = String(agentUid(agentId))
+  const run = spawnSync(
+    '/usr/bin/setpriv',
+    [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '/bin/sh', '-c', cmd],
+    { cwd, encoding: 'utf8' }
+  )
+  if (run.status !== 0) throw new Error(`as the agent: ${cmd}: ${run.stderr}`)
 }

@@ -326,33 +326,55 @@ export async function readFileBelow(
  * Removes the entry `name` of a pinned folder and, for a folder, all it
  * holds, each level opened without following links: a link is removed
  * itself, and a folder swapped for a link mid-way is unlinked, never
- * descended into. Missing is fine.
+ * descended into. Missing is fine. Folders deeper than MAX_DEPTH are moved
+ * up beside `name` and removed in their turn (one descriptor per level).
  */
-export async function removeIn(dir: PinnedDir, name: string, depth = 0): Promise<void> {
+export async function removeIn(dir: PinnedDir, name: string): Promise<void> {
   assertName(name)
+  const deferred: string[] = []
+  await removeEntry(dir, name, 0, { top: dir, deferred })
+  while (deferred.length > 0) await removeEntry(dir, deferred.pop()!, 0, { top: dir, deferred })
+}
+
+async function removeEntry(
+  dir: PinnedDir,
+  name: string,
+  depth: number,
+  removal: { top: PinnedDir; deferred: string[] },
+  retries = 0
+): Promise<void> {
   const info = await lstat(dir.path(name)).catch((error) => {
     if (errorCode(error) === 'ENOENT') return undefined
     throw error
   })
   if (!info) return
-  if (!info.isDirectory() || depth >= MAX_DEPTH) {
-    await unlink(dir.path(name)).catch(async (error) => {
-      // A folder beyond the depth limit, or swapped in for a file: its own turn.
-      if (errorCode(error) === 'EISDIR' && depth < MAX_DEPTH) return removeIn(dir, name, depth + 1)
+  // Swapped between the look and the act: look again, a few times.
+  const again = () => removeEntry(dir, name, depth, removal, retries + 1)
+  if (!info.isDirectory()) {
+    await unlink(dir.path(name)).catch((error) => {
+      if (errorCode(error) === 'EISDIR' && retries < 3) return again()
       if (errorCode(error) !== 'ENOENT') throw error
     })
+    return
+  }
+  if (depth >= MAX_DEPTH) {
+    const moved = `.removing-${randomBytes(6).toString('hex')}`
+    await rename(dir.path(name), removal.top.path(moved))
+    removal.deferred.push(moved)
     return
   }
   let child: PinnedDir
   try {
     child = await dir.child(name)
   } catch (error) {
-    if (isNotAFolder(error)) return removeIn(dir, name, depth + 1)
+    if (isNotAFolder(error) && retries < 3) return again()
     if (errorCode(error) === 'ENOENT') return
     throw error
   }
   try {
-    for (const entry of await readdir(child.path())) await removeIn(child, entry, depth + 1)
+    for (const entry of await readdir(child.path())) {
+      await removeEntry(child, entry, depth + 1, removal)
+    }
   } finally {
     await child.close()
   }

@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process'
 import { randomBytes, randomUUID } from 'node:crypto'
 import {
   chmod,
@@ -20,6 +19,7 @@ import { agentPaths, SERVICE_FOLDER } from '#runtime/agent_paths'
 import { agentUid, bubblewrapWorks } from '#runtime/process/sandbox'
 import {
   agentShell,
+  asAgentOnHost,
   callFixtureOf,
   fixtureSpec,
   processHarness,
@@ -92,21 +92,6 @@ test.group('Agent folders: the service never follows a link an agent planted', (
     const agentId = randomUUID()
     await harness.runtime.ensureStarted(fixtureSpec(agentId, config), { waitReady: true })
     return agentId
-  }
-
-  /**
-   * Runs `cmd` on the host as the agent's uid: the agent as it was before
-   * this layout, in a sandbox mode that let it see its own top folder (uid
-   * only, or a fallback sandbox), where it owned `<agents>/<id>`.
-   */
-  function asAgentOnHost(agentId: string, cwd: string, cmd: string) {
-    const uid = String(agentUid(agentId))
-    const run = spawnSync(
-      '/usr/bin/setpriv',
-      [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '/bin/sh', '-c', cmd],
-      { cwd, encoding: 'utf8' }
-    )
-    if (run.status !== 0) throw new Error(`as the agent: ${cmd}: ${run.stderr}`)
   }
 
   test('logs: an old layout whose runtime/ the agent replaced with links to a root-only file and a writable target shows neither; logs and rotation still work', async ({
