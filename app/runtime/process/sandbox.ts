@@ -24,10 +24,11 @@ import type { ProcessLaunch } from '#plugins/types'
  *   uid is the agent's own) and open files; a seccomp filter refuses io_uring.
  *
  * As root (the usual case) bubblewrap builds the namespace as root, on a
- * root folder of the agent's own (`sandbox-root`, in the service's folder of
- * the agent: the mount points and its /etc/passwd), and drops to the agent's uid with setpriv (no capabilities,
- * no new privileges) before the framework starts; the framework's output
- * is opened inside the namespace. That layout is what CRIU can checkpoint
+ * root folder of the agent's own (`sandbox-root`, in the service's folder
+ * of the agent: the mount points and its /etc/passwd), and drops to the
+ * agent's uid with setpriv (no capabilities, no new privileges) before the
+ * framework starts; the framework's output is opened inside the
+ * namespace. That layout is what CRIU can checkpoint
  * and restore (app/runtime/process/checkpoint.ts). Without root, bubblewrap
  * makes an unprivileged user namespace instead (no checkpoints).
  *
@@ -188,8 +189,8 @@ function foldersUnderTmp(targets: string[]): string[] {
 }
 
 /**
- * The agent's sandbox root (`<agents>/.runtime/<id>/sandbox-root`, the service's, read-only
- * to the agent): the mount points of every bind, the /bin and /lib links
+ * The agent's sandbox root (`<agents>/.runtime/<id>/sandbox-root`, the
+ * service's, read-only to the agent): the mount points of every bind, the /bin and /lib links
  * into /usr, and its /etc/passwd and /etc/group.
  */
 async function prepareRootDir(
