@@ -4,7 +4,7 @@ import {
   ServiceUnavailableException,
 } from '#core/exceptions/api_exceptions'
 import type { FrameworkPlugin } from '#plugins/types'
-import { agentPaths } from '#runtime/agent_paths'
+import { agentPaths, ensureServiceFolder } from '#runtime/agent_paths'
 import { chatOnce, chatStream, type ChatTarget } from '#runtime/chat_client'
 import { gatewayTokenFor } from '#runtime/credentials'
 import { warmUpRequest } from '#runtime/warm_up'
@@ -171,8 +171,10 @@ export class RuntimeService {
     return () => this.#listeners.delete(listener)
   }
 
-  #gatewayToken(agentId: string) {
-    return gatewayTokenFor(agentPaths(this.options.agentsDir, agentId).credentialsFile)
+  async #gatewayToken(agentId: string) {
+    const paths = agentPaths(this.options.agentsDir, agentId)
+    await ensureServiceFolder(paths)
+    return gatewayTokenFor(paths.credentialsFile)
   }
 
   async #create(spec: AgentRuntimeSpec): Promise<ContainerInfo> {

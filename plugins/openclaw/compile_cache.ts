@@ -1,7 +1,9 @@
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { chmod, mkdir, readdir, rename, rm, symlink, writeFile } from 'node:fs/promises'
+import { chmod, lstat, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises'
+import type { AgentFolders } from '#plugins/types'
+import { inFolderBelow, symlinkBelow } from '#runtime/files/confined_dir'
 import { allocatePort } from '#runtime/process/ports'
 import { dirname, join, relative } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -174,25 +176,34 @@ async function uidFolders(root: string, uid: number): Promise<string[]> {
 /**
  * Links the shared cache into an agent's TMPDIR for `agentUid` (where
  * OpenClaw and Node look for it), unless the agent has an OpenClaw cache of
- * its own already. Returns true when seeded.
+ * its own already. Returns true when seeded. The TMPDIR is the agent's: every
+ * step walks it from the agents folder without following a link the agent
+ * put there (app/runtime/files/confined_dir.ts); a TMPDIR it shaped so that
+ * this cannot be done is left unseeded.
  */
 export async function seedCompileCache(
   sharedDir: string,
-  agentTmp: string,
+  folders: Pick<AgentFolders, 'root' | 'tmp'>,
   agentUid: number
 ): Promise<boolean> {
-  const own = join(agentTmp, 'node-compile-cache')
-  if (existsSync(join(own, 'openclaw'))) return false
+  const agentsDir = dirname(folders.root)
+  const own = join(folders.tmp, 'node-compile-cache')
+  const existing = await inFolderBelow(agentsDir, relative(agentsDir, own), undefined, (dir) =>
+    lstat(dir.path('openclaw'))
+  ).catch(() => undefined)
+  if (existing) return false
   const source = join(sharedDir, 'node-compile-cache')
   const warmedBy = process.getuid?.() ?? 0
-  for (const folder of await uidFolders(source, warmedBy)) {
-    const target = join(own, relative(source, folder)).replace(
-      new RegExp(`-${warmedBy}$`),
-      `-${agentUid}`
-    )
-    await mkdir(dirname(target), { recursive: true })
-    await rm(target, { recursive: true, force: true })
-    await symlink(folder, target)
+  try {
+    for (const folder of await uidFolders(source, warmedBy)) {
+      const target = join(own, relative(source, folder)).replace(
+        new RegExp(`-${warmedBy}$`),
+        `-${agentUid}`
+      )
+      await symlinkBelow(agentsDir, target, folder, { mode: 0o755 })
+    }
+  } catch {
+    return false
   }
   return true
 }

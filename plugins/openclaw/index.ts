@@ -202,7 +202,7 @@ export default definePlugin<FrameworkPlugin>({
           environment({ ...warmContext, gatewayToken: token, paths: { state, workspace } }),
         log: tools.log,
       })
-      if (shared && (await seedCompileCache(shared, folders.tmp, tools.compileCache.uid))) {
+      if (shared && (await seedCompileCache(shared, folders, tools.compileCache.uid))) {
         tools.log('compile cache seeded from the shared warm one')
       }
     }

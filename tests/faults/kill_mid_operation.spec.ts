@@ -7,6 +7,7 @@ import { agentProcesses } from '#tests/helpers/agent_processes'
 import { startModelUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
 import { waitFor } from '#tests/helpers/processes'
 import { startServiceUnderFault, type ServiceUnderFault } from '#tests/helpers/service_under_fault'
+import { agentPaths } from '#runtime/agent_paths'
 
 /**
  * kill -9 of the service at points spread over an agent create, a delete,
@@ -40,10 +41,9 @@ test.group('Fault: the service is killed (-9) in the middle of an operation', (g
 
   function agentLog(id: string) {
     try {
-      return readFileSync(
-        join(service.storage, 'agents', id, 'runtime', 'output.log'),
-        'utf8'
-      ).slice(-3000)
+      return readFileSync(agentPaths(join(service.storage, 'agents'), id).logFile, 'utf8').slice(
+        -3000
+      )
     } catch (error) {
       return String(error)
     }

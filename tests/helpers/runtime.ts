@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -8,7 +9,7 @@ import { agentPaths } from '#runtime/agent_paths'
 import { gatewayTokenFor } from '#runtime/credentials'
 import { PluginRegistry } from '#plugins/plugin_registry'
 import { ProcessDriver, type ProcessDriverOptions } from '#runtime/process/process_driver'
-import type { SandboxMode } from '#runtime/process/sandbox'
+import { agentUid, type SandboxMode } from '#runtime/process/sandbox'
 import { RuntimeService, type RuntimeServiceOptions } from '#runtime/runtime_service'
 import type { AgentRuntimeSpec, RuntimeEvent } from '#runtime/types'
 
@@ -137,17 +138,49 @@ export interface ShellResult {
   stderr: string
 }
 
-/** Runs a command in a running fixture agent's own shell (its /shell endpoint), inside its sandbox. */
+/**
+ * Runs a command in a fixture agent's own shell (the fixture framework's
+ * `/shell`), as a framework with a shell tool would: its uid, its sandbox.
+ */
 export async function agentShell(
   harness: RuntimeHarness,
   agentId: string,
   cmd: string
 ): Promise<ShellResult> {
+  return (await callFixtureOf(
+    harness,
+    agentId,
+    `/shell?cmd=${encodeURIComponent(cmd)}`
+  )) as ShellResult
+}
+
+/** POSTs to one of the fixture framework's own endpoints (`/shell`, `/log`, `/crash`). */
+export async function callFixtureOf(
+  harness: RuntimeHarness,
+  agentId: string,
+  path: string
+): Promise<unknown> {
   const info = await harness.runtime.status(agentId)
+  if (!info.baseUrl) throw new Error(`agent ${agentId} is not running`)
   const token = await gatewayTokenFor(agentPaths(harness.agentsDir, agentId).credentialsFile)
-  const response = await fetch(`${info.baseUrl}/shell?cmd=${encodeURIComponent(cmd)}`, {
+  const response = await fetch(`${info.baseUrl}${path}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}` },
   })
-  return (await response.json()) as ShellResult
+  return response.json()
+}
+
+/**
+ * Runs `cmd` on the host as the agent's uid: the agent as it was before the
+ * issue-25 layout, in a sandbox mode that showed it its own top folder (uid
+ * only, a fallback sandbox), where it owned `<agents>/<id>`.
+ */
+export function asAgentOnHost(agentId: string, cwd: string, cmd: string): void {
+  const uid = String(agentUid(agentId))
+  const run = spawnSync(
+    '/usr/bin/setpriv',
+    [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '/bin/sh', '-c', cmd],
+    { cwd, encoding: 'utf8' }
+  )
+  if (run.status !== 0) throw new Error(`as the agent: ${cmd}: ${run.stderr}`)
 }

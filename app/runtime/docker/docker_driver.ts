@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join, posix } from 'node:path'
 import Docker from 'dockerode'
 import { AgentNotRunningException, NotFoundException } from '#core/exceptions/api_exceptions'
@@ -10,7 +10,7 @@ import type {
   LocalImageRecipe,
   RenderedFile,
 } from '#plugins/types'
-import { agentPaths } from '#runtime/agent_paths'
+import { agentPaths, removeAgentFolders } from '#runtime/agent_paths'
 import { buildContainerSpec, dockerNames, LABELS } from '#runtime/docker/container_spec'
 import {
   DockerAgentReader,
@@ -456,7 +456,7 @@ export class DockerDriver implements ContainerDriver {
     await ignoreStatus(this.#docker.getVolume(names.volume).remove(), 404)
     await ignoreStatus(this.#docker.getNetwork(names.network).remove(), 404)
     await this.#network.release(agentId)
-    await rm(agentPaths(this.options.agentsDir, agentId).root, { recursive: true, force: true })
+    await removeAgentFolders(agentPaths(this.options.agentsDir, agentId))
   }
 
   #info(
@@ -500,7 +500,7 @@ export class DockerDriver implements ContainerDriver {
     return {
       agentId,
       driver: 'docker',
-      state: existsSync(agentPaths(this.options.agentsDir, agentId).root) ? 'stopped' : 'absent',
+      state: existsSync(agentPaths(this.options.agentsDir, agentId).runtime) ? 'stopped' : 'absent',
       containerId: null,
       framework: record?.framework ?? null,
       baseUrl: null,

@@ -1,6 +1,5 @@
 import { constants } from 'node:fs'
-import { randomBytes } from 'node:crypto'
-import { lstat, open, readdir, rename, rm, stat } from 'node:fs/promises'
+import { lstat, open, readdir, rm, stat } from 'node:fs/promises'
 import { basename, dirname } from 'node:path'
 import {
   AgentNotRunningException,
@@ -12,7 +11,14 @@ import {
 import type { AgentFileReader } from '#plugins/types'
 import type { FileEntry, WorkspaceFiles } from '#runtime/types'
 import { resolveLocalWorkspacePath, type WorkspacePathOptions } from '#runtime/files/workspace_path'
-import { inConfinedDir } from '#runtime/files/confined_dir'
+import {
+  inConfinedDir,
+  removeIn,
+  writeFileIn,
+  type ConfinedDir,
+  type Owner,
+  type PinnedDir,
+} from '#runtime/files/confined_dir'
 
 /** Largest file the file manager reads or writes in one request. */
 export const MAX_WORKSPACE_FILE_BYTES = 5 * 1024 * 1024
@@ -48,8 +54,18 @@ async function openNoFollow(path: string, flags: number, mode?: number) {
 export class LocalWorkspaceFiles implements WorkspaceFiles {
   constructor(
     private readonly workspaceDir: string,
-    private readonly options: WorkspacePathOptions = {}
+    /** `owner`: the agent's uid and gid, given to what the file manager writes. */
+    private readonly options: WorkspacePathOptions & { owner?: Owner } = {}
   ) {}
+
+  #confined(target: { display: string }, create = false) {
+    return {
+      display: target.display,
+      create,
+      trustedBase: this.options.trustedBase,
+      owner: this.options.owner,
+    }
+  }
 
   async #resolve(path: unknown) {
     try {
@@ -71,7 +87,7 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
   async list(path: string): Promise<FileEntry[]> {
     const target = await this.#resolve(path)
     const names = await notFoundAs(target.display, () =>
-      inConfinedDir(target.workspace, target.real, target, async (dir) => {
+      inConfinedDir(target.workspace, target.real, this.#confined(target), async (dir) => {
         const shown = []
         for (const entry of await readdir(dir.path(), { withFileTypes: true })) {
           if (!entry.isFile() || !STAGED_NAME.test(entry.name)) shown.push(entry)
@@ -111,8 +127,11 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
     const target = await this.#resolve(path)
     if (!target.relative) throw new ValidationException(`${target.display} is a directory`)
     const buffer = await notFoundAs(target.display, () =>
-      inConfinedDir(target.workspace, dirname(target.real), target, async (dir) => {
-        const handle = await openNoFollow(dir.path(basename(target.real)), constants.O_RDONLY)
+      inConfinedDir(target.workspace, dirname(target.real), this.#confined(target), async (dir) => {
+        const handle = await openNoFollow(
+          dir.path(basename(target.real)),
+          constants.O_RDONLY | constants.O_NONBLOCK
+        )
         try {
           const info = await handle.stat()
           if (info.isDirectory()) throw new ValidationException(`${target.display} is a directory`)
@@ -142,7 +161,7 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
     await inConfinedDir(
       target.workspace,
       dirname(target.real),
-      { ...target, create: true },
+      this.#confined(target, true),
       async (dir) => {
         const existing = await lstat(dir.path(name)).catch(() => undefined)
         if (existing?.isDirectory()) {
@@ -150,23 +169,7 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
         }
         // Written beside the target and renamed over it: a full disk or a crash
         // mid-write never leaves a half-written file, only the old one or none.
-        const staged = `.${name}.${randomBytes(6).toString('hex')}.partial`
-        const handle = await openNoFollow(
-          dir.path(staged),
-          constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
-          0o644
-        )
-        try {
-          try {
-            await handle.writeFile(bytes)
-          } finally {
-            await handle.close()
-          }
-          await rename(dir.path(staged), dir.path(name))
-        } catch (error) {
-          await rm(dir.path(staged), { force: true })
-          throw error
-        }
+        await writeFileIn(pinnedOf(dir), name, bytes, { mode: 0o644, owner: this.options.owner })
       }
     )
     return { path: target.display, size: bytes.length }
@@ -180,9 +183,9 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
     const parent = await this.#resolve(dirname(target.relative))
     const name = basename(target.relative)
     await notFoundAs(target.display, () =>
-      inConfinedDir(parent.workspace, parent.real, target, async (dir) => {
+      inConfinedDir(parent.workspace, parent.real, this.#confined(target), async (dir) => {
         await lstat(dir.path(name))
-        await rm(dir.path(name), { recursive: true, force: true })
+        await removeIn(pinnedOf(dir), name)
       })
     )
     return { deleted: target.display }
@@ -206,16 +209,33 @@ async function notFoundAs<T>(display: string, work: () => Promise<T>): Promise<T
   }
 }
 
+/** openConfinedDir's folders are PinnedDirs; the file manager's interface names less. */
+function pinnedOf(dir: ConfinedDir): PinnedDir {
+  return dir as PinnedDir
+}
+
 /** Plugins' read access to an agent's local state and workspace folders. */
 export class LocalAgentReader implements AgentFileReader {
-  constructor(private readonly roots: { state: string; workspace: string }) {}
+  constructor(
+    private readonly roots: { state: string; workspace: string },
+    /** The agents folder: the folders are walked from it, never reached through a link. */
+    private readonly trustedBase?: string
+  ) {}
+
+  #resolve(root: 'state' | 'workspace', path: string) {
+    return resolveLocalWorkspacePath(this.roots[root], path, { trustedBase: this.trustedBase })
+  }
 
   async readText(root: 'state' | 'workspace', path: string): Promise<string | undefined> {
-    const checked = await resolveLocalWorkspacePath(this.roots[root], path)
+    const checked = await this.#resolve(root, path)
     if (!checked.relative) return undefined
+    const options = { display: checked.display, trustedBase: this.trustedBase }
     try {
-      return await inConfinedDir(checked.workspace, dirname(checked.real), checked, async (dir) => {
-        const handle = await openNoFollow(dir.path(basename(checked.real)), constants.O_RDONLY)
+      return await inConfinedDir(checked.workspace, dirname(checked.real), options, async (dir) => {
+        const handle = await openNoFollow(
+          dir.path(basename(checked.real)),
+          constants.O_RDONLY | constants.O_NONBLOCK
+        )
         try {
           const info = await handle.stat()
           if (!info.isFile() || info.size > MAX_WORKSPACE_FILE_BYTES) return undefined
@@ -236,9 +256,10 @@ export class LocalAgentReader implements AgentFileReader {
     root: 'state' | 'workspace',
     path: string
   ): Promise<Array<{ name: string; type: 'file' | 'directory' }>> {
-    const checked = await resolveLocalWorkspacePath(this.roots[root], path)
+    const checked = await this.#resolve(root, path)
+    const options = { display: checked.display, trustedBase: this.trustedBase }
     try {
-      const entries = await inConfinedDir(checked.workspace, checked.real, checked, (dir) =>
+      const entries = await inConfinedDir(checked.workspace, checked.real, options, (dir) =>
         readdir(dir.path(), { withFileTypes: true })
       )
       return entries

@@ -59,6 +59,12 @@ export interface WorkspacePathOptions {
   workspaceAliases?: string[]
   /** More absolute prefixes known to lie outside the workspace (storage, state mount). */
   outsidePrefixes?: string[]
+  /**
+   * A folder above the workspace that the agent cannot change (the agents
+   * folder). With it, the workspace folder itself is taken as named below
+   * it, never as what a link in its place points to.
+   */
+  trustedBase?: string
 }
 
 /** A workspace path after checking: never absolute, never `..`. */
@@ -183,7 +189,11 @@ export async function resolveLocalWorkspacePath(
   input: unknown,
   options: WorkspacePathOptions = {}
 ): Promise<LocalWorkspacePath> {
-  const workspace = await realpath(workspaceDir)
+  // With a trusted base, a workspace folder replaced by a link resolves
+  // outside `workspace` below and is refused, instead of becoming the root.
+  const workspace = options.trustedBase
+    ? join(await realpath(options.trustedBase), relativePath(options.trustedBase, workspaceDir))
+    : await realpath(workspaceDir)
   const checked = resolveWorkspacePath(input, {
     ...options,
     workspaceAliases: [workspaceDir, workspace, ...(options.workspaceAliases ?? [])],

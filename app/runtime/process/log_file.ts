@@ -1,15 +1,22 @@
-import { appendFileSync, openSync } from 'node:fs'
-import { open, stat, truncate, writeFile } from 'node:fs/promises'
+import { closeSync, constants, openSync, writeSync } from 'node:fs'
+import { lstat, open } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 function errorCode(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code
 }
 
+/**
+ * The log lives in the service's folder of the agent, which no agent can
+ * change; still, no open here follows a link (docs/security.md "Agent folders").
+ */
+const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW
+
+/** Size of the regular file at `path`; undefined when missing (or not a regular file). */
 async function sizeOf(path: string): Promise<number | undefined> {
   try {
-    const info = await stat(path)
-    return info.size
+    const info = await lstat(path)
+    return info.isFile() ? info.size : undefined
   } catch (error) {
     if (errorCode(error) === 'ENOENT') return undefined
     throw error
@@ -18,7 +25,7 @@ async function sizeOf(path: string): Promise<number | undefined> {
 
 async function readRange(path: string, start: number, end: number): Promise<Buffer> {
   if (end <= start) return Buffer.alloc(0)
-  const handle = await open(path, 'r')
+  const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
   try {
     const buffer = Buffer.alloc(end - start)
     const { bytesRead } = await handle.read(buffer, 0, buffer.length, start)
@@ -47,14 +54,17 @@ export class LogFile {
 
   /** A file descriptor in append mode for the child's stdout and stderr. */
   openForChild(): number {
-    return openSync(this.path, 'a', 0o600)
+    return openSync(this.path, APPEND, 0o600)
   }
 
   /** A line of the supervisor's own, marked as such. */
   note(message: string): void {
-    appendFileSync(this.path, `[runtime ${new Date().toISOString()}] ${message}\n`, {
-      mode: 0o600,
-    })
+    const fd = openSync(this.path, APPEND, 0o600)
+    try {
+      writeSync(fd, `[runtime ${new Date().toISOString()}] ${message}\n`)
+    } finally {
+      closeSync(fd)
+    }
   }
 
   /** Applies the size cap; returns true when it rotated. */
@@ -62,8 +72,19 @@ export class LogFile {
     const size = await sizeOf(this.path)
     if (size === undefined || size <= this.maxBytes) return false
     const kept = await readRange(this.path, Math.max(0, size - this.maxBytes), size)
-    await writeFile(this.rotatedPath, kept, { mode: 0o600 })
-    await truncate(this.path, 0)
+    const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW
+    const rotated = await open(this.rotatedPath, flags, 0o600)
+    try {
+      await rotated.writeFile(kept)
+    } finally {
+      await rotated.close()
+    }
+    const current = await open(this.path, constants.O_WRONLY | constants.O_NOFOLLOW)
+    try {
+      await current.truncate(0)
+    } finally {
+      await current.close()
+    }
     return true
   }
 

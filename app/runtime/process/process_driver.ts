@@ -1,14 +1,20 @@
 import { createHash } from 'node:crypto'
 import { existsSync, readdirSync } from 'node:fs'
-import { chmod, mkdir, readdir, rm, statfs, writeFile } from 'node:fs/promises'
-import { dirname, join } from 'node:path'
+import { readdir, statfs } from 'node:fs/promises'
+import { join } from 'node:path'
 import {
   AgentNotRunningException,
   NotFoundException,
   ServiceUnavailableException,
 } from '#core/exceptions/api_exceptions'
 import type { AgentFileReader, FrameworkPlugin, RenderedFile } from '#plugins/types'
-import { agentPaths, ensureAgentFolders, type AgentPaths } from '#runtime/agent_paths'
+import {
+  agentPaths,
+  ensureAgentFolders,
+  removeAgentFolders,
+  type AgentPaths,
+} from '#runtime/agent_paths'
+import { removeBelow, writeFileBelow, type Owner } from '#runtime/files/confined_dir'
 import { LocalAgentReader, LocalWorkspaceFiles } from '#runtime/files/local_workspace'
 import { resolveWorkspacePath } from '#runtime/files/workspace_path'
 import { PackageCache } from '#runtime/package_cache'
@@ -115,17 +121,27 @@ function hostRootFolders(): string[] {
   return rootFolders
 }
 
-async function writeRenderedFiles(paths: AgentPaths, files: RenderedFile[]) {
+/**
+ * The plugin's rendered files and skills, written into the agent's own
+ * folders without following a link it put there (a link named SOUL.md is
+ * replaced, never written through), owned by the agent's uid.
+ */
+async function writeRenderedFiles(paths: AgentPaths, files: RenderedFile[], owner?: Owner) {
   for (const file of files) {
     const checked = resolveWorkspacePath(file.path)
     if (!checked.relative) throw new Error(`Rendered file with an empty path (${file.root})`)
     const target = join(file.root === 'state' ? paths.state : paths.workspace, checked.relative)
-    await mkdir(dirname(target), { recursive: true, mode: 0o700 })
-    if (file.onlyIfMissing && existsSync(target)) continue
-    await writeFile(target, file.content, { mode: file.mode ?? 0o644 })
-    // writeFile keeps the mode of an existing file: make a secret file private again.
-    await chmod(target, file.mode ?? 0o644)
+    await writeFileBelow(paths.agentsDir, target, file.content, {
+      mode: file.mode ?? 0o644,
+      owner,
+      onlyIfMissing: file.onlyIfMissing,
+    })
   }
+}
+
+/** The agent's uid and gid, when it runs under one of its own (root). */
+function agentOwner(agentId: string): Owner | undefined {
+  return process.getuid?.() === 0 ? { uid: agentUid(agentId), gid: agentUid(agentId) } : undefined
 }
 
 /**
@@ -335,7 +351,7 @@ export class ProcessDriver implements ContainerDriver {
       ...(await plugin.renderFiles(context)),
       ...renderedSkillFiles(plugin, spec.skills),
     ]
-    await writeRenderedFiles(paths, rendered)
+    await writeRenderedFiles(paths, rendered, agentOwner(spec.agentId))
     const launch = await plugin.processLaunch(context, paths, {
       nodeExecutable: this.#node,
       ensureNpmPackage: (name, version) =>
@@ -499,7 +515,7 @@ export class ProcessDriver implements ContainerDriver {
 
   /** Where the agent's checkpoint lives (there or not). */
   #checkpoint(agentId: string): AgentCheckpoint {
-    return new AgentCheckpoint(join(this.#paths(agentId).runtime, 'checkpoint'))
+    return new AgentCheckpoint(this.#paths(agentId).checkpoint)
   }
 
   /** The agents' checkpoints on disk, oldest first. */
@@ -595,7 +611,7 @@ export class ProcessDriver implements ContainerDriver {
     await this.#exclusive(agentId, async () => {
       this.#agents.get(agentId)?.detach()
       this.#agents.delete(agentId)
-      await rm(this.#paths(agentId).root, { recursive: true, force: true })
+      await removeAgentFolders(this.#paths(agentId))
     })
   }
 
@@ -636,21 +652,26 @@ export class ProcessDriver implements ContainerDriver {
   files(agentId: string): WorkspaceFiles {
     return new LocalWorkspaceFiles(this.#paths(agentId).workspace, {
       outsidePrefixes: [this.options.agentsDir, this.options.cacheDir, ...hostRootFolders()],
+      trustedBase: this.options.agentsDir,
+      owner: agentOwner(agentId),
     })
   }
 
   reader(agentId: string): AgentFileReader {
     const paths = this.#paths(agentId)
-    return new LocalAgentReader({ state: paths.state, workspace: paths.workspace })
+    return new LocalAgentReader(
+      { state: paths.state, workspace: paths.workspace },
+      this.options.agentsDir
+    )
   }
 
   syncSkills(agentId: string, plugin: FrameworkPlugin, change: SkillChange): Promise<void> {
     return this.#exclusive(agentId, async () => {
       const paths = this.#paths(agentId)
-      await writeRenderedFiles(paths, renderedSkillFiles(plugin, change.write))
+      await writeRenderedFiles(paths, renderedSkillFiles(plugin, change.write), agentOwner(agentId))
       const base = plugin.skillsDir?.root === 'state' ? paths.state : paths.workspace
       for (const skillId of change.remove) {
-        await rm(join(base, skillFolder(plugin, skillId)), { recursive: true, force: true })
+        await removeBelow(paths.agentsDir, join(base, skillFolder(plugin, skillId)))
       }
     })
   }

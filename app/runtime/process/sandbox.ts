@@ -1,10 +1,11 @@
 import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { existsSync, statSync } from 'node:fs'
-import { chmod, lchown, lstat, mkdir, readdir, stat, symlink, writeFile } from 'node:fs/promises'
+import { chmod, lstat, mkdir, stat, symlink, writeFile } from 'node:fs/promises'
 import { dirname, isAbsolute, join } from 'node:path'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import type { AgentPaths } from '#runtime/agent_paths'
+import { chownTreeBelow } from '#runtime/files/confined_dir'
 import type { ProcessLaunch } from '#plugins/types'
 import { unshareLaunch, unshareSandboxAvailability } from '#runtime/process/unshare_sandbox'
 
@@ -14,7 +15,8 @@ import { unshareLaunch, unshareSandboxAvailability } from '#runtime/process/unsh
  * - Every agent runs as a user id of its own (derived from its id, no
  *   account needed), so the host's permissions already keep it out of the
  *   service's files (APP_KEY 0600, the database folder) and out of other
- *   agents' folders (0700, each owned by its agent's uid).
+ *   agents' folders (0700, each owned by its agent's uid). Its top folder
+ *   and the service's files of it (app/runtime/agent_paths.ts) are not its.
  * - Inside bubblewrap it sees its own mount namespace: only its own folders
  *   (read-write), the framework runtime and the Node.js binary (read-only),
  *   the system's /usr and a few files of /etc; its own /proc, /dev and /tmp;
@@ -24,10 +26,11 @@ import { unshareLaunch, unshareSandboxAvailability } from '#runtime/process/unsh
  *   uid is the agent's own) and open files; a seccomp filter refuses io_uring.
  *
  * As root (the usual case) bubblewrap builds the namespace as root, on a
- * root folder of the agent's own (`sandbox-root`: the mount points and its
- * /etc/passwd), and drops to the agent's uid with setpriv (no capabilities,
- * no new privileges) before the framework starts; the framework's output
- * is opened inside the namespace. That layout is what CRIU can checkpoint
+ * root folder of the agent's own (`sandbox-root`, in the service's folder
+ * of the agent: the mount points and its /etc/passwd), and drops to the
+ * agent's uid with setpriv (no capabilities, no new privileges) before the
+ * framework starts; the framework's output is opened inside the
+ * namespace. That layout is what CRIU can checkpoint
  * and restore (app/runtime/process/checkpoint.ts). Without root, bubblewrap
  * makes an unprivileged user namespace instead (no checkpoints).
  *
@@ -203,21 +206,6 @@ async function allowTraversal(folder: string) {
   if (info && (info.mode & 0o001) === 0) await chmod(folder, (info.mode & 0o7777) | 0o111)
 }
 
-async function chownTree(path: string, uid: number, gid: number): Promise<void> {
-  await lchown(path, uid, gid)
-  let entries
-  try {
-    entries = await readdir(path, { withFileTypes: true })
-  } catch {
-    return
-  }
-  for (const entry of entries) {
-    const child = join(path, entry.name)
-    if (entry.isDirectory()) await chownTree(child, uid, gid)
-    else await lchown(child, uid, gid)
-  }
-}
-
 /** An account of its own in the sandbox's /etc: without one, os.userInfo() fails. */
 function accountFiles(id: number, home: string) {
   return {
@@ -250,8 +238,8 @@ function foldersUnderTmp(targets: string[]): string[] {
 }
 
 /**
- * The agent's sandbox root (`<agent>/sandbox-root`, the service's, read-only
- * to the agent): the mount points of every bind, the /bin and /lib links
+ * The agent's sandbox root (`<agents>/.runtime/<id>/sandbox-root`, the
+ * service's, read-only to the agent): the mount points of every bind, the /bin and /lib links
  * into /usr, and its /etc/passwd and /etc/group.
  */
 async function prepareRootDir(
@@ -295,8 +283,11 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
       await allowTraversal(folder)
       if (dirname(folder) === folder) break
     }
-    await lchown(paths.root, uid, uid)
-    for (const folder of ownFolders(paths)) await chownTree(folder, uid, uid)
+    // `<agents>/<id>` itself stays the service's (ensureAgentFolders): only
+    // its own folders are the agent's, handed over without following a link.
+    for (const folder of ownFolders(paths)) {
+      await chownTreeBelow(paths.agentsDir, folder, { uid, gid: uid })
+    }
   }
   const limited = (command: string, args: string[]) =>
     PRLIMIT
@@ -352,7 +343,7 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
   const inheritFiles = request.seccompFile ? [request.seccompFile] : []
 
   if (usesRootLayout()) {
-    const rootDir = join(paths.root, 'sandbox-root')
+    const rootDir = paths.sandboxRoot
     // Bound in, so it must exist (the service's, 0600: the agent only holds it open).
     await writeFile(paths.logFile, '', { flag: 'a', mode: 0o600 })
     const binds: Array<[string, string]> = [
@@ -388,8 +379,8 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
     return { ...limited(BWRAP!, args), confinement: 'bubblewrap', inheritFiles, rootDir }
   }
 
-  // Account files in a folder the service owns (the agent reads, never changes them).
-  const etc = join(paths.root, 'sandbox-etc')
+  // Account files in the service's folder of the agent (the agent reads, never changes them).
+  const etc = paths.sandboxEtc
   await mkdir(etc, { recursive: true, mode: 0o755 })
   const passwd = join(etc, 'passwd')
   const group = join(etc, 'group')

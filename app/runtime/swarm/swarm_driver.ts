@@ -1,8 +1,7 @@
-import { rm } from 'node:fs/promises'
 import { posix } from 'node:path'
 import type Docker from 'dockerode'
 import type { RenderedFile } from '#plugins/types'
-import { agentPaths } from '#runtime/agent_paths'
+import { agentPaths, removeAgentFolders } from '#runtime/agent_paths'
 import { dockerNames, LABELS } from '#runtime/docker/container_spec'
 import {
   DockerDriver,
@@ -260,7 +259,7 @@ export class SwarmDriver extends DockerDriver {
       404
     )
     await ignoreStatus(this.engine.getVolume(dockerNames(agentId).volume).remove(), 404)
-    await rm(agentPaths(this.options.agentsDir, agentId).root, { recursive: true, force: true })
+    await removeAgentFolders(agentPaths(this.options.agentsDir, agentId))
   }
 
   override async inspect(agentId: string): Promise<ContainerInfo> {

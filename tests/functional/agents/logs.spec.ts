@@ -1,10 +1,15 @@
 import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { chmod, chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { agentUid, bubblewrapWorks } from '#runtime/process/sandbox'
 import { createInterface } from 'node:readline'
 import { test } from '@japa/runner'
 import { issueLogStreamToken } from '#agents/services/log_stream_tokens'
 import { jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
-import { waitFor } from '#tests/helpers/runtime'
+import { asAgentOnHost, waitFor } from '#tests/helpers/runtime'
 import { STREAM_LIMITS } from '#core/http/stream_slots'
 import {
   callFixture,
@@ -13,6 +18,7 @@ import {
   statusOf,
   waitUntilServing,
   agentOwners,
+  foldersOf,
 } from '#tests/helpers/agents_http'
 
 const owners = agentOwners({ tier: 'pro' })
@@ -141,6 +147,52 @@ test.group('Agents: logs (tail, live SSE, logs tokens)', (group) => {
       assert.equal(bad.body().code, 'VALIDATION_ERROR')
     }
   })
+
+  test('an old layout whose runtime/output.log the agent linked to a root-only file: GET logs never returns it (issue 25)', async ({
+    client,
+    assert,
+  }) => {
+    const outside = await mkdtemp(join(tmpdir(), 'logs-canary-'))
+    try {
+      const canary = join(outside, 'app_key')
+      const canaryText = `canary-${randomBytes(12).toString('hex')}`
+      await writeFile(canary, canaryText, { mode: 0o600 })
+      assert.equal(await readFile(canary, 'utf8'), canaryText, 'root reads it')
+
+      const user = await owner()
+      const jwt = jwtFor(user)
+      const agent = await createFixtureAgent(client, user)
+      await waitUntilServing(agent.id)
+      const stopped = await client.post(`/agents/${agent.id}/stop`).bearerToken(jwt)
+      stopped.assertStatus(200)
+
+      // The layout before: the agent owned its folder, the service's runtime/ in it.
+      const folders = foldersOf(agent.id)
+      const uid = agentUid(agent.id)
+      await chown(folders.root, uid, uid)
+      await chmod(folders.root, 0o700)
+      await mkdir(join(folders.root, 'runtime'), { mode: 0o700 })
+      asAgentOnHost(
+        agent.id,
+        folders.root,
+        `mv runtime runtime.orig && mkdir runtime && ln -s ${canary} runtime/output.log`
+      )
+      assert.equal(await readFile(join(folders.root, 'runtime', 'output.log'), 'utf8'), canaryText)
+
+      const started = await client.post(`/agents/${agent.id}/start`).bearerToken(jwt)
+      started.assertStatus(200)
+      await waitUntilServing(agent.id)
+      await callFixture(agent.id, '/log?text=after-the-upgrade')
+      const five = await client.get(`/agents/${agent.id}/logs`).qs({ tail: 5 }).bearerToken(jwt)
+      five.assertStatus(200)
+      assert.include(five.text(), 'after-the-upgrade')
+      assert.notInclude(five.text(), canaryText)
+    } finally {
+      await rm(outside, { recursive: true, force: true })
+    }
+  })
+    .timeout(60_000)
+    .skip(process.getuid?.() !== 0 || !bubblewrapWorks(), 'needs root and bubblewrap')
 
   test('stream=true: live lines over SSE with the JWT', async ({ client, assert }) => {
     const user = await owner()

@@ -1,5 +1,15 @@
 import { existsSync } from 'node:fs'
-import { lstat, mkdir, mkdtemp, readFile, readlink, rm, writeFile } from 'node:fs/promises'
+import {
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  readdir,
+  readlink,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
@@ -37,7 +47,9 @@ test.group('OpenClaw shared compile cache', (group) => {
   }) => {
     const agentTmp = join(root, 'agent', 'tmp')
     await mkdir(agentTmp, { recursive: true })
-    assert.isTrue(await seedCompileCache(shared, agentTmp, 1_234_567))
+    assert.isTrue(
+      await seedCompileCache(shared, { root: join(root, 'agent'), tmp: agentTmp }, 1_234_567)
+    )
     const launcher = join(
       agentTmp,
       'node-compile-cache',
@@ -74,14 +86,32 @@ test.group('OpenClaw shared compile cache', (group) => {
       )
     )
     // A second start keeps what is there.
-    assert.isFalse(await seedCompileCache(shared, agentTmp, 1_234_567))
+    assert.isFalse(
+      await seedCompileCache(shared, { root: join(root, 'agent'), tmp: agentTmp }, 1_234_567)
+    )
   })
 
   test('an agent with a cache of its own keeps it', async ({ assert }) => {
     const agentTmp = join(root, 'agent', 'tmp')
     const own = join(agentTmp, 'node-compile-cache', 'openclaw', 'mine')
     await mkdir(own, { recursive: true })
-    assert.isFalse(await seedCompileCache(shared, agentTmp, 1_234_567))
+    assert.isFalse(
+      await seedCompileCache(shared, { root: join(root, 'agent'), tmp: agentTmp }, 1_234_567)
+    )
     assert.isFalse(existsSync(join(agentTmp, 'node-compile-cache', `${tag}-1234567`)))
+  })
+
+  test('a link the agent put in its TMPDIR is never followed: nothing is made where it points', async ({
+    assert,
+  }) => {
+    const agentTmp = join(root, 'agent', 'tmp')
+    await mkdir(agentTmp, { recursive: true })
+    const elsewhere = join(root, 'elsewhere')
+    await mkdir(elsewhere)
+    await symlink(elsewhere, join(agentTmp, 'node-compile-cache'))
+    assert.isFalse(
+      await seedCompileCache(shared, { root: join(root, 'agent'), tmp: agentTmp }, 1_234_567)
+    )
+    assert.deepEqual(await readdir(elsewhere), [], 'nothing written through the link')
   })
 })
