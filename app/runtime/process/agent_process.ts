@@ -157,6 +157,8 @@ export class AgentProcess {
   record?: ProcessRecord
   restartCount = 0
   lastError: string | null = null
+  /** The id the next run takes (scheduled by the API before it boots); used once. */
+  nextContainerId?: string
   readonly logFile: LogFile
 
   #child?: ChildProcess
@@ -397,7 +399,8 @@ export class AgentProcess {
       }
     }
     const stat = readProcStat(child.pid)
-    const containerId = `proc-${randomBytes(6).toString('hex')}`
+    const containerId = this.nextContainerId ?? `proc-${randomBytes(6).toString('hex')}`
+    this.nextContainerId = undefined
     this.record = {
       agentId: this.agentId,
       framework: prepared.framework,

@@ -259,7 +259,12 @@ export class ProcessDriver implements ContainerDriver {
     return this.#exclusive(request.spec.agentId, () => this.#create(request))
   }
 
-  async #create({ spec, plugin, gatewayToken }: CreateRequest): Promise<ContainerInfo> {
+  async #create({
+    spec,
+    plugin,
+    gatewayToken,
+    containerId,
+  }: CreateRequest): Promise<ContainerInfo> {
     const paths = this.#paths(spec.agentId)
     await ensureAgentFolders(paths)
 
@@ -381,6 +386,8 @@ export class ProcessDriver implements ContainerDriver {
           }
         : undefined,
     }
+    // A live run keeps its id; the next one takes the id scheduled for it.
+    agent.nextContainerId = agent.isLive() || adoptable ? undefined : containerId
     if (adoptable) {
       agent.adopt(adoptable)
       this.#log(`adopted agent ${spec.agentId} process ${adoptable.pid}`)

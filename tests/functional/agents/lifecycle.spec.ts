@@ -1,5 +1,6 @@
 import { test } from '@japa/runner'
 import Agent from '#agents/models/agent'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { apiKeyFor, jwtFor } from '#tests/helpers/identity'
 import {
   callFixture,
@@ -42,8 +43,10 @@ test.group('Agents: lifecycle through HTTP (fixture framework, process driver)',
     const stop = await client.post(`/api/v1/agents/${agent.id}/stop`).bearerToken(key)
     stop.assertStatus(200)
     assert.deepEqual(stop.body().data, { status: 'stopped' })
-    assert.isFalse(await service.isRunning(agent.id))
+    // Stored at once; the container stops in the background.
     assert.equal(await storedStatus(agent.id), 'stopped')
+    await agentLifecycle.settled()
+    assert.isFalse(await service.isRunning(agent.id))
 
     const status = await client.get(`/api/v1/agents/${agent.id}/status`).bearerToken(key)
     assert.equal(status.body().data.status, 'stopped')
@@ -211,8 +214,11 @@ test.group('Agents: lifecycle through HTTP (fixture framework, process driver)',
     assert.exists(error)
     assert.include(error.content, 'cannot launch')
 
+    // Answered at once; the launch fails again in the background and the state says so.
     const start = await client.post(`/agents/${id}/start`).bearerToken(jwt)
-    assert.equal(start.status(), 503)
+    assert.equal(start.status(), 200)
+    assert.equal(await storedStatus(id), 'active')
+    await agentLifecycle.settled()
     assert.equal(await storedStatus(id), 'error')
   })
 })
