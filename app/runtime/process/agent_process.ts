@@ -42,6 +42,8 @@ export interface SupervisorSettings {
   restart: RestartPolicy
   stopGraceMs: number
   pollIntervalMs: number
+  /** True once the service is stopping: no run is launched any more (boot, wake, crash restart). */
+  launchesRefused?: () => boolean
 }
 
 /** What the driver prepared for the next (re)start. */
@@ -226,9 +228,14 @@ export class AgentProcess {
     await this.#spawn()
   }
 
+  #assertLaunchesAllowed() {
+    if (this.settings.launchesRefused?.()) throw new Error('the service is shutting down')
+  }
+
   async #spawn(): Promise<void> {
     const prepared = this.prepared
     if (!prepared) throw new Error(`Agent ${this.agentId} has no prepared launch`)
+    this.#assertLaunchesAllowed()
     const generation = ++this.#generation
     this.state = 'starting'
     this.#cpuSample = undefined
@@ -259,6 +266,8 @@ export class AgentProcess {
     if (!prepared || !checkpoint) return false
     const meta = await checkpoint.store.meta()
     if (!meta) return false
+    // Kept for the next wake: a stopping service restores nothing.
+    this.#assertLaunchesAllowed()
     if (meta.fingerprint !== checkpoint.fingerprint || meta.port !== prepared.port) {
       this.logFile.note(
         'its checkpoint is of an older launch (config, skills or port changed): booting'
@@ -318,6 +327,8 @@ export class AgentProcess {
     options: { cwd: string; uid?: number; gid?: number; inheritFiles: string[] }
   ): ChildProcess | Error {
     const prepared = this.prepared!
+    // A boot or wake already under way when the service began to stop leaves nothing behind.
+    if (this.settings.launchesRefused?.()) return new Error('the service is shutting down')
     const cgroup = prepared.cgroup
     const fd = this.logFile.openForChild()
     const inherited: number[] = []
@@ -500,7 +511,7 @@ export class AgentProcess {
     })
     this.#restartTimer = setTimeout(() => {
       this.#restartTimer = undefined
-      if (this.state !== 'restarting') return
+      if (this.state !== 'restarting' || this.settings.launchesRefused?.()) return
       this.#spawn().catch((error) =>
         this.#onExit(this.#generation, `failed to start: ${error.message}`)
       )

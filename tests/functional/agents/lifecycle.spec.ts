@@ -74,6 +74,8 @@ test.group('Agents: lifecycle through HTTP (fixture framework, process driver)',
     restart.assertStatus(200)
     assert.equal(restart.body().data.status, 'restarted')
     assert.notEqual(restart.body().data.containerId, start.body().data.containerId)
+    // The old run stops and the new one boots in the background.
+    await agentLifecycle.settled()
     await waitUntilServing(agent.id)
     const info = await service.status(agent.id)
     assert.equal(info.containerId, restart.body().data.containerId)
@@ -209,6 +211,7 @@ test.group('Agents: lifecycle through HTTP (fixture framework, process driver)',
     created.assertStatus(201)
     const id = created.body().data.id
     await waitFor('the error status', async () => (await storedStatus(id)) === 'error', 15_000)
+    await agentLifecycle.settled()
     const feed = await client.get(`/agents/${id}/feed`).bearerToken(jwt)
     const error = feed.body().data.events.find((event: { type: string }) => event.type === 'error')
     assert.exists(error)
