@@ -225,10 +225,7 @@ export class RuntimeService {
    * unless `waitReady` is set (creating an agent starts it in the
    * background; see waitUntilReady).
    */
-  async ensureStarted(
-    spec: AgentRuntimeSpec,
-    options: StartOptions = {}
-  ): Promise<ContainerInfo> {
+  async ensureStarted(spec: AgentRuntimeSpec, options: StartOptions = {}): Promise<ContainerInfo> {
     const { info } = await this.#startOrAdopt(spec, options.runId)
     if (options.waitReady) {
       await this.waitUntilReady(spec.agentId, options)

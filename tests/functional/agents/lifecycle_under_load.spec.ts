@@ -12,7 +12,8 @@ const owners = agentOwners({ tier: 'business' })
 const HOLD_SLOT_MS = 120_000
 
 async function storedStatus(agentId: string) {
-  return (await Agent.findOrFail(agentId)).status
+  const agent = await Agent.findOrFail(agentId)
+  return agent.status
 }
 
 /**
@@ -42,16 +43,22 @@ test.group('Agents: lifecycle answers at once with the boot queue full', (group)
         })
       )
     }
-    await waitFor(
-      'every boot slot taken',
-      async () => service.capacity().booting >= slots,
-      30_000
-    )
+    await waitFor('every boot slot taken', async () => service.capacity().booting >= slots, 30_000)
 
     const agent = await createFixtureAgent(client, user, { name: 'Queued' })
-    const status = async () =>
-      (await client.get(`/agents/${agent.id}/status`).bearerToken(jwt)).body().data
-    await waitFor('the agent to queue', async () => (await status()).container === 'queued', 10_000)
+    const status = async () => {
+      const response = await client.get(`/agents/${agent.id}/status`).bearerToken(jwt)
+      return response.body().data as { status: string; container: string; containerId: unknown }
+    }
+    const container = async () => {
+      const data = await status()
+      return data.container
+    }
+    const containerId = async () => {
+      const data = await status()
+      return data.containerId
+    }
+    await waitFor('the agent to queue', async () => (await container()) === 'queued', 10_000)
     const queued = await status()
     assert.isString(queued.containerId, 'a queued run has its id already')
 
@@ -72,8 +79,8 @@ test.group('Agents: lifecycle answers at once with the boot queue full', (group)
     assert.isString(started.containerId)
     assert.notEqual(started.containerId, queued.containerId)
     assert.equal(await storedStatus(agent.id), 'active')
-    await waitFor('the start to queue', async () => (await status()).container === 'queued', 10_000)
-    assert.equal((await status()).containerId, started.containerId)
+    await waitFor('the start to queue', async () => (await container()) === 'queued', 10_000)
+    assert.equal(await containerId(), started.containerId)
     const stats = await client.get(`/agents/${agent.id}/stats`).bearerToken(jwt)
     assert.equal(stats.body().data.containerId, started.containerId)
 
@@ -85,7 +92,7 @@ test.group('Agents: lifecycle answers at once with the boot queue full', (group)
     assert.notEqual(restarted.containerId, started.containerId)
     await waitFor(
       'status to name the restart',
-      async () => (await status()).containerId === restarted.containerId,
+      async () => (await containerId()) === restarted.containerId,
       10_000
     )
 
@@ -93,8 +100,8 @@ test.group('Agents: lifecycle answers at once with the boot queue full', (group)
     for (const blocker of blockers) {
       await client.post(`/agents/${blocker.id}/stop`).bearerToken(jwt)
     }
-    await waitFor('the agent to run', async () => (await status()).container === 'running', 30_000)
-    assert.equal((await status()).containerId, restarted.containerId)
+    await waitFor('the agent to run', async () => (await container()) === 'running', 30_000)
+    assert.equal(await containerId(), restarted.containerId)
     await agentLifecycle.settled()
     await agentLifecycle.eventsStored()
 
@@ -140,13 +147,14 @@ test.group('Agents: lifecycle answers at once with the boot queue full', (group)
     await waitFor('its process', async () => agentProcessIds(slow.id).length > 0, 30_000)
     const first = await service.status(slow.id)
     const restart = await client.post(`/agents/${slow.id}/restart`).bearerToken(jwt)
-    const { containerId } = restart.body().data
-    assert.notEqual(containerId, first.containerId)
+    const restartedId = restart.body().data.containerId
+    assert.notEqual(restartedId, first.containerId)
     await waitFor(
       'the restarted run to be ready',
       async () => {
-        const body = (await client.get(`/agents/${slow.id}/status`).bearerToken(jwt)).body().data
-        return body.container === 'running' && body.containerId === containerId
+        const response = await client.get(`/agents/${slow.id}/status`).bearerToken(jwt)
+        const body = response.body().data
+        return body.container === 'running' && body.containerId === restartedId
       },
       30_000
     )

@@ -133,21 +133,33 @@ test.group('Stopping the service mid-operation (process driver)', (group) => {
     return created.body.data.id as string
   }
 
-  const containerOf = async (token: string, agentId: string) =>
-    (await service.call(`/agents/${agentId}/status`, { token })).body.data?.container
+  const containerOf = async (token: string, agentId: string) => {
+    const answer = await service.call(`/agents/${agentId}/status`, { token })
+    return answer.body.data?.container
+  }
+
+  /** An account that may hold several agents (founding_member: 10, no expiry). */
+  async function roomyAccount() {
+    const { token, email } = await service.signUpAccount()
+    await service.query(`update users set tier = 'founding_member' where email = $1`, [email])
+    return token
+  }
 
   test('SIGTERM while one agent boots and another waits in the queue', async ({ assert }) => {
-    const token = await service.signUp()
+    const token = await roomyAccount()
     const booting = await createAgent(token, 'Booting', { readyDelayMs: 120_000 })
     const queued = await createAgent(token, 'Queued')
     await waitFor(async () => (agentProcessIds(booting).length > 0 ? true : undefined), {
       timeoutMs: 30_000,
       what: 'the booting agent to run',
     })
-    await waitFor(async () => ((await containerOf(token, queued)) === 'queued' ? true : undefined), {
-      timeoutMs: 10_000,
-      what: 'the second agent to queue',
-    })
+    await waitFor(
+      async () => ((await containerOf(token, queued)) === 'queued' ? true : undefined),
+      {
+        timeoutMs: 10_000,
+        what: 'the second agent to queue',
+      }
+    )
     await sigterm('while booting and queued', assert)
     // Recovered at the restart: out of the way of the next tests.
     for (const agentId of [booting, queued]) {
@@ -162,6 +174,8 @@ test.group('Stopping the service mid-operation (process driver)', (group) => {
       timeoutMs: 60_000,
       intervalMs: 10,
       what: 'its checkpoint to be taken (idle 2 s)',
+    }).catch((error: Error) => {
+      throw new Error(`${error.message}\n${service.server.output().slice(-3000)}`)
     })
     await sigterm('while checkpointing', assert)
 
