@@ -119,6 +119,8 @@ export class RuntimeService {
    * wanted (stopped, restarted meanwhile) boots nothing.
    */
   readonly #runs = new Map<string, string>()
+  /** Agents stopped whose container may still run until the stop is done: its run is not reused. */
+  readonly #unwanted = new Set<string>()
 
   constructor(private readonly options: RuntimeServiceOptions) {
     this.driver = options.driver
@@ -245,7 +247,10 @@ export class RuntimeService {
       if (scheduled) return scheduled
       const info = await this.driver.inspect(agentId)
       const live = info.state === 'running' || info.state === 'starting'
-      if (live && info.containerId) return info.containerId
+      if (live && info.containerId && !this.#unwanted.has(agentId)) {
+        this.#runs.set(agentId, info.containerId)
+        return info.containerId
+      }
     }
     const prefix = this.driver.name === 'process' ? 'proc' : this.driver.name
     const runId = `${prefix}-${randomBytes(6).toString('hex')}`
@@ -256,6 +261,7 @@ export class RuntimeService {
   /** No run is wanted any more (a stop): a start waiting for its turn boots nothing. */
   cancelRun(agentId: string): void {
     this.#runs.delete(agentId)
+    this.#unwanted.add(agentId)
     this.cancelQueuedStart(agentId)
   }
 
@@ -292,7 +298,10 @@ export class RuntimeService {
       created.state === 'restarting'
     ) {
       // Already running (adopted after a service restart, or started meanwhile):
-      // counted against the budget, and `running` once it answers.
+      // counted against the budget, and `running` once it answers. Its own id stands.
+      if (runId !== undefined && this.#runs.get(spec.agentId) === runId) {
+        this.#runs.delete(spec.agentId)
+      }
       this.#capacity.adopt(spec.agentId, reservedMb)
       if (!this.#ready.has(spec.agentId)) this.waitUntilReady(spec.agentId).catch(() => {})
       return { info: created, adopted: true }
@@ -401,7 +410,7 @@ export class RuntimeService {
   /** Stops then starts it with a freshly rendered config; the container id changes. */
   async restart(spec: AgentRuntimeSpec, options: StartOptions = {}): Promise<ContainerInfo> {
     this.#assertWanted(spec.agentId, options.runId)
-    await this.driver.stop(spec.agentId)
+    await this.stop(spec.agentId)
     return this.ensureStarted(spec, options)
   }
 
@@ -419,12 +428,17 @@ export class RuntimeService {
 
   /** Stops it, keeping its data and config. */
   async stop(agentId: string): Promise<void> {
-    await this.driver.stop(agentId)
+    try {
+      await this.driver.stop(agentId)
+    } finally {
+      this.#unwanted.delete(agentId)
+    }
   }
 
   /** Stops it and deletes its container and every file it had. Irreversible. */
   async remove(agentId: string): Promise<void> {
     await this.driver.remove(agentId)
+    this.#unwanted.delete(agentId)
     this.#secrets.delete(agentId)
     this.#hadTurn.delete(agentId)
   }

@@ -58,6 +58,24 @@ const server = await startServerProcess({
   AGENT_IDLE_SLEEP_SECS: '3600',
   SIGNUPS_PER_CLIENT_PER_DAY: '1000',
 })
+const cleanUp = async () => {
+  // SIGINT: the server stops its agents (none outlives it), then its database goes.
+  await server.stop()
+  await postgres.destroy()
+  rmSync(storage, { recursive: true, force: true })
+}
+try {
+  await waitFor(
+    async () => {
+      const health = await fetch(`${server.url}/health`).catch(() => undefined)
+      return health?.status === 200 ? true : undefined
+    },
+    { timeoutMs: 120_000, what: 'the server to serve' }
+  )
+} catch (error) {
+  await cleanUp()
+  throw error
+}
 
 async function request(
   path: string,
@@ -214,8 +232,5 @@ try {
     }
   }
 } finally {
-  // SIGINT: the server stops its agents (none outlives it), then its database goes.
-  await server.stop()
-  await postgres.destroy()
-  rmSync(storage, { recursive: true, force: true })
+  await cleanUp()
 }

@@ -184,14 +184,15 @@ test.group('Stopping the service mid-operation (process driver)', (group) => {
       async () => ((await containerOf(token, agentId)) === 'sleeping' ? true : undefined),
       { timeoutMs: 60_000, what: 'the agent to sleep again' }
     )
-    void service
-      .call(`/agents/${agentId}/chat`, { method: 'POST', token, json: { message: 'wake up' } })
-      .catch(() => {})
+    // Answered on the hosted path while the agent wakes (the stream ends with the service).
+    const stream = service.openChatStream(token, agentId, 'wake up').catch(() => undefined)
     await waitFor(async () => (criuRunning(agentId, 'restore') ? true : undefined), {
       timeoutMs: 30_000,
       intervalMs: 10,
       what: 'its wake to restore the checkpoint',
     })
     await sigterm('while waking', assert)
+    const answer = await stream
+    await answer?.body?.cancel().catch(() => {})
   }).timeout(240_000)
 })
