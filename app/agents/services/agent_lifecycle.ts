@@ -197,6 +197,8 @@ export class AgentLifecycle {
           const fresh = await Agent.find(agent.id)
           if (!fresh || fresh.status !== 'active') return
           if ((await runtime.containerView(agent.id)) !== 'stopped') return
+          // Over its workspace quota it stays asleep (the hosted path answers).
+          if (await runtime.workspaceOverQuota(agent.id)) return
           await this.#start(agent.id, await runtime.planRun(agent.id))
         })
       )
