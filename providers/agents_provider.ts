@@ -82,20 +82,22 @@ export default class AgentsProvider {
     clearInterval(this.#idleTimer)
     await this.#reconciler?.stop({ release: true }).catch(() => {})
     const { agentLifecycle } = await import('#agents/services/agent_lifecycle')
-    // Let container operations in flight finish (bounded), so none is cut half-way.
-    await Promise.race([
-      agentLifecycle.settled(),
-      new Promise((resolve) => setTimeout(resolve, 15_000).unref()),
-    ])
-    // The agents stop here, not at the runtime's own shutdown, so the feed
-    // events their stop causes are written while the database is still open
-    // (written after it closed, they reopened a pool that kept the stopped
-    // service alive for a minute).
+    // The agents stop first, within a bound (runtime.stopAgents: boots waiting
+    // in the queue are cancelled, nothing launches any more, what runs is
+    // stopped and leftovers killed), and here, not at the runtime's own
+    // shutdown, so the feed events their stop causes are written while the
+    // database is still open (written after it closed, they reopened a pool
+    // that kept the stopped service alive for a minute).
     const runtime = await this.app.container.make('runtime')
     await runtime.stopAgents()
+    // Container operations in flight (a reconfigure, a delete) end or fail (bounded).
+    await Promise.race([
+      agentLifecycle.settled(),
+      new Promise((resolve) => setTimeout(resolve, 5_000).unref()),
+    ])
     await Promise.race([
       agentLifecycle.eventsStored(),
-      new Promise((resolve) => setTimeout(resolve, 5_000).unref()),
+      new Promise((resolve) => setTimeout(resolve, 3_000).unref()),
     ])
   }
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
   AgentNotRunningException,
@@ -9,7 +10,11 @@ import { chatOnce, chatStream, type ChatTarget } from '#runtime/chat_client'
 import { gatewayTokenFor } from '#runtime/credentials'
 import { warmUpRequest } from '#runtime/warm_up'
 import { assertStartable, overQuota, withWorkspaceQuota } from '#runtime/files/workspace_quota'
-import { CapacityManager, type CapacitySnapshot } from '#runtime/capacity/capacity_manager'
+import {
+  BootCancelledError,
+  CapacityManager,
+  type CapacitySnapshot,
+} from '#runtime/capacity/capacity_manager'
 import type {
   AgentRuntimeSpec,
   ContainerChatChunk,
@@ -61,6 +66,14 @@ export interface RuntimeServiceOptions {
  */
 export type ContainerView = 'running' | 'starting' | 'queued' | 'stopped' | 'error'
 
+export interface StartOptions {
+  waitReady?: boolean
+  timeoutMs?: number
+  signal?: AbortSignal
+  /** The run id planRun answered: the container takes it; no boot once another run is wanted. */
+  runId?: string
+}
+
 /** Longest wait for the warm-up turn (OpenClaw's takes ~8 s of CPU, more on a busy host). */
 const WARM_UP_TIMEOUT_MS = 120_000
 
@@ -99,6 +112,15 @@ export class RuntimeService {
   readonly #sleeping = new Set<string>()
   /** Agents whose running framework has answered a turn since it booted (a restore keeps it). */
   readonly #hadTurn = new Set<string>()
+  /**
+   * The run each agent is to have next, by the container id the API
+   * answered when it was scheduled (planRun); until its container starts
+   * under that id, status reports it. A start whose run is no longer
+   * wanted (stopped, restarted meanwhile) boots nothing.
+   */
+  readonly #runs = new Map<string, string>()
+  /** Agents stopped whose container may still run until the stop is done: its run is not reused. */
+  readonly #unwanted = new Set<string>()
 
   constructor(private readonly options: RuntimeServiceOptions) {
     this.driver = options.driver
@@ -120,6 +142,8 @@ export class RuntimeService {
         this.#capacity.booted(event.agentId)
         break
       case 'started':
+        // The scheduled run is up under its id: the driver reports it from now on.
+        if (this.#runs.get(event.agentId) === event.containerId) this.#runs.delete(event.agentId)
         this.#ready.delete(event.agentId)
         // A boot starts cold; a restore goes on from the checkpointed run.
         if (!event.restored) this.#hadTurn.delete(event.agentId)
@@ -177,7 +201,7 @@ export class RuntimeService {
     return gatewayTokenFor(paths.credentialsFile)
   }
 
-  async #create(spec: AgentRuntimeSpec): Promise<ContainerInfo> {
+  async #create(spec: AgentRuntimeSpec, containerId?: string): Promise<ContainerInfo> {
     const plugin = this.options.frameworks.framework(spec.framework)
     const gatewayToken = await this.#gatewayToken(spec.agentId)
     this.#secrets.set(
@@ -185,7 +209,7 @@ export class RuntimeService {
       secretValues(spec.config, '', new Set([gatewayToken, spec.modelProxy.token]))
     )
     try {
-      return await this.driver.create({ spec, plugin, gatewayToken })
+      return await this.driver.create({ spec, plugin, gatewayToken, containerId })
     } catch (error) {
       // The framework could not even be prepared (not installed, bad config): say so like a crash.
       this.#emit({
@@ -205,11 +229,8 @@ export class RuntimeService {
    * unless `waitReady` is set (creating an agent starts it in the
    * background; see waitUntilReady).
    */
-  async ensureStarted(
-    spec: AgentRuntimeSpec,
-    options: { waitReady?: boolean; timeoutMs?: number; signal?: AbortSignal } = {}
-  ): Promise<ContainerInfo> {
-    const { info } = await this.#startOrAdopt(spec)
+  async ensureStarted(spec: AgentRuntimeSpec, options: StartOptions = {}): Promise<ContainerInfo> {
+    const { info } = await this.#startOrAdopt(spec, options.runId)
     if (options.waitReady) {
       await this.waitUntilReady(spec.agentId, options)
       return this.driver.inspect(spec.agentId)
@@ -217,27 +238,85 @@ export class RuntimeService {
     return info
   }
 
-  async #startOrAdopt(spec: AgentRuntimeSpec): Promise<{ info: ContainerInfo; adopted: boolean }> {
+  /**
+   * The container id a start answers: the run already scheduled or live,
+   * else (and always with `fresh`, a restart) a new run's, which its
+   * container will carry. Cheap: no container is touched.
+   */
+  async planRun(agentId: string, options: { fresh?: boolean } = {}): Promise<string> {
+    if (!options.fresh) {
+      const scheduled = this.#runs.get(agentId)
+      if (scheduled) return scheduled
+      const info = await this.driver.inspect(agentId)
+      const live = info.state === 'running' || info.state === 'starting'
+      if (live && info.containerId && !this.#unwanted.has(agentId)) {
+        this.#runs.set(agentId, info.containerId)
+        return info.containerId
+      }
+    }
+    const prefix = this.driver.name === 'process' ? 'proc' : this.driver.name
+    const runId = `${prefix}-${randomBytes(6).toString('hex')}`
+    this.#runs.set(agentId, runId)
+    return runId
+  }
+
+  /** No run is wanted any more (a stop): a start waiting for its turn boots nothing. */
+  cancelRun(agentId: string): void {
+    this.#runs.delete(agentId)
+    this.#unwanted.add(agentId)
+    this.cancelQueuedStart(agentId)
+  }
+
+  /** Throws BootCancelledError when `runId` was scheduled and is no longer the one wanted. */
+  #assertWanted(agentId: string, runId: string | undefined) {
+    if (runId !== undefined && this.#runs.get(agentId) !== runId) throw new BootCancelledError()
+  }
+
+  async #startOrAdopt(
+    spec: AgentRuntimeSpec,
+    runId?: string
+  ): Promise<{ info: ContainerInfo; adopted: boolean }> {
+    try {
+      return await this.#startOrAdoptRun(spec, runId)
+    } catch (error) {
+      if (runId !== undefined && this.#runs.get(spec.agentId) === runId) {
+        this.#runs.delete(spec.agentId)
+      }
+      throw error
+    }
+  }
+
+  async #startOrAdoptRun(
+    spec: AgentRuntimeSpec,
+    runId: string | undefined
+  ): Promise<{ info: ContainerInfo; adopted: boolean }> {
     const plugin = this.options.frameworks.framework(spec.framework)
     const reservedMb = spec.resources?.memoryMb ?? plugin.resources.memoryMb
-    const created = await this.#create(spec)
+    this.#assertWanted(spec.agentId, runId)
+    const created = await this.#create(spec, runId)
     if (
       created.state === 'running' ||
       created.state === 'starting' ||
       created.state === 'restarting'
     ) {
       // Already running (adopted after a service restart, or started meanwhile):
-      // counted against the budget, and `running` once it answers.
+      // counted against the budget, and `running` once it answers. Its own id stands.
+      if (runId !== undefined && this.#runs.get(spec.agentId) === runId) {
+        this.#runs.delete(spec.agentId)
+      }
       this.#capacity.adopt(spec.agentId, reservedMb)
       if (!this.#ready.has(spec.agentId)) this.waitUntilReady(spec.agentId).catch(() => {})
       return { info: created, adopted: true }
     }
     // Waits in the boot queue until a boot slot and its memory are free.
+    this.#assertWanted(spec.agentId, runId)
     await this.#capacity.admit(spec.agentId, reservedMb, {
       resumes: this.driver.resumes?.(spec.agentId) === true,
     })
     let info: ContainerInfo
     try {
+      // Stopped or restarted while it waited for its turn: no boot.
+      this.#assertWanted(spec.agentId, runId)
       info = await this.driver.start(spec.agentId)
     } catch (error) {
       this.#capacity.release(spec.agentId)
@@ -331,11 +410,9 @@ export class RuntimeService {
   }
 
   /** Stops then starts it with a freshly rendered config; the container id changes. */
-  async restart(
-    spec: AgentRuntimeSpec,
-    options: { waitReady?: boolean; timeoutMs?: number; signal?: AbortSignal } = {}
-  ): Promise<ContainerInfo> {
-    await this.driver.stop(spec.agentId)
+  async restart(spec: AgentRuntimeSpec, options: StartOptions = {}): Promise<ContainerInfo> {
+    this.#assertWanted(spec.agentId, options.runId)
+    await this.stop(spec.agentId)
     return this.ensureStarted(spec, options)
   }
 
@@ -353,18 +430,25 @@ export class RuntimeService {
 
   /** Stops it, keeping its data and config. */
   async stop(agentId: string): Promise<void> {
-    await this.driver.stop(agentId)
+    try {
+      await this.driver.stop(agentId)
+    } finally {
+      this.#unwanted.delete(agentId)
+    }
   }
 
   /** Stops it and deletes its container and every file it had. Irreversible. */
   async remove(agentId: string): Promise<void> {
     await this.driver.remove(agentId)
+    this.#unwanted.delete(agentId)
     this.#secrets.delete(agentId)
     this.#hadTurn.delete(agentId)
   }
 
-  status(agentId: string): Promise<ContainerInfo> {
-    return this.driver.inspect(agentId)
+  /** The driver's view, with the id of a run scheduled but not yet up (planRun). */
+  async status(agentId: string): Promise<ContainerInfo> {
+    const info = await this.driver.inspect(agentId)
+    return { ...info, containerId: this.#runs.get(agentId) ?? info.containerId }
   }
 
   async isRunning(agentId: string): Promise<boolean> {
@@ -387,7 +471,11 @@ export class RuntimeService {
       info.state === 'running' && info.startedAt
         ? Math.max(0, Math.floor((Date.now() - info.startedAt.getTime()) / 1000))
         : 0
-    return { status: info.state, containerId: info.containerId, uptimeSecs }
+    return {
+      status: info.state,
+      containerId: this.#runs.get(agentId) ?? info.containerId,
+      uptimeSecs,
+    }
   }
 
   /** CPU, memory, limit and restart count of a running container. */
@@ -611,6 +699,9 @@ export class RuntimeService {
 
   /** Service shutdown, first step: the process driver's agents stop (engines' keep running). */
   async stopAgents(): Promise<void> {
+    // Starts waiting for a boot slot boot nothing now.
+    this.#runs.clear()
+    this.#capacity.cancelQueued()
     await this.driver.stopAll?.()
   }
 

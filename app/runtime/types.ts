@@ -145,6 +145,13 @@ export interface CreateRequest {
   plugin: FrameworkPlugin
   /** Per-agent secret the service uses to call the framework (kept by the runtime). */
   gatewayToken: string
+  /**
+   * The id its next run takes, chosen when the run was scheduled (the API
+   * answers it before the container exists). Drivers name the run so, or
+   * label it so where the engine names containers itself. An adopted live
+   * container keeps its own id.
+   */
+  containerId?: string
 }
 
 /**

@@ -15,7 +15,7 @@ export default class AgentRuntimeController {
   /**
    * @start
    * @summary Start the agent's container
-   * @description Answers once the container is launched (it may still be getting ready). A paused agent (plan limit) answers 409.
+   * @description Answers at once with the containerId of the run it scheduled (the running one when it runs already); the container boots, waits in the boot queue or wakes afterwards. A paused agent (plan limit) answers 400.
    * @responseBody 200 - {"success":true,"data":{"status":"started","containerId":"proc-9b2f-1a2b3c"}}
    */
   async start({ auth, params }: HttpContext) {
@@ -25,7 +25,7 @@ export default class AgentRuntimeController {
   /**
    * @stop
    * @summary Stop the agent's container
-   * @description Keeps config and data; it can be started again.
+   * @description Answers at once: the stored status is stopped, a boot waiting or under way is cancelled and the container stops in the background. Keeps config and data; it can be started again.
    * @responseBody 200 - {"success":true,"data":{"status":"stopped"}}
    */
   async stop({ auth, params }: HttpContext) {
@@ -35,7 +35,7 @@ export default class AgentRuntimeController {
   /**
    * @restart
    * @summary Restart the agent's container
-   * @description Stop then start with the current config; a new containerId.
+   * @description Answers at once with the new run's containerId; the container stops and boots with the current config in the background (a booting agent boots once more, not twice).
    * @responseBody 200 - {"success":true,"data":{"status":"restarted","containerId":"proc-9b2f-4d5e6f"}}
    */
   async restart({ auth, params }: HttpContext) {
@@ -45,7 +45,7 @@ export default class AgentRuntimeController {
   /**
    * @status
    * @summary Agent status (lighter than the detail)
-   * @description status is one of active, stopped, paused, error (what the owner wants); container is where its container stands: running, starting, queued (waiting for a boot slot or memory), sleeping (idle: stopped until the next message wakes it), stopped, error.
+   * @description status is one of active, stopped, paused, error (what the owner wants); containerId is the run's id from the moment it is scheduled (also while queued), null when no run is; container is where its container stands: running, starting, queued (waiting for a boot slot or memory), sleeping (idle: stopped until the next message wakes it), stopped, error.
    * @responseBody 200 - {"success":true,"data":{"status":"active","containerId":"proc-9b2f-1a2b3c","messageCount":12,"container":"running"}}
    * @nullable containerId
    */

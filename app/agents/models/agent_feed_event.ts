@@ -18,6 +18,13 @@ export default class AgentFeedEvent extends UuidModel {
   @column()
   declare content: string
 
+  /** A status_change's transition (stored status or container state); null when unknown. */
+  @column()
+  declare fromState: string | null
+
+  @column()
+  declare toState: string | null
+
   @column.dateTime({ autoCreate: true })
   declare createdAt: DateTime
 }

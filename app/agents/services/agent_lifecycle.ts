@@ -5,30 +5,52 @@ import type { ContainerView, RuntimeService } from '#runtime/runtime_service'
 import { BootCancelledError } from '#runtime/capacity/capacity_manager'
 import type { RuntimeEvent } from '#runtime/types'
 import Agent, { type AgentStatus } from '#agents/models/agent'
-import { recordFeedEvent } from '#agents/services/feed_service'
+import { recordFeedEvent, type Transition } from '#agents/services/feed_service'
 import { runtimeSpecFor } from '#agents/services/runtime_spec'
 
 export interface StartResult {
   status: 'started'
-  containerId: string | null
+  containerId: string
 }
 export interface StopResult {
   status: 'stopped'
 }
 export interface RestartResult {
   status: 'restarted'
-  containerId: string | null
+  containerId: string
 }
 
 const PAUSED_MESSAGE =
   'The agent is paused because your plan allows fewer agents. Renew your plan or add an agent pack and it resumes automatically.'
 
-async function setStatus(agentId: string, status: AgentStatus): Promise<void> {
-  await Agent.query().where('id', agentId).update({ status, updatedAt: new Date() })
+/**
+ * Sets the stored status (only from one of `from`, when given) and, when it
+ * changed, stores one `status_change` event naming the transition. Returns
+ * the status it changed from, or null when it did not change.
+ */
+async function changeStatus(
+  agentId: string,
+  to: AgentStatus,
+  content: string,
+  options: { from?: AgentStatus[] } = {}
+): Promise<AgentStatus | null> {
+  const row = await Agent.query().where('id', agentId).select('status').first()
+  if (!row || row.status === to) return null
+  if (options.from && !options.from.includes(row.status)) return null
+  // Compare-and-set: of two changes racing, one stores the event.
+  const updated = await Agent.query()
+    .where('id', agentId)
+    .where('status', row.status)
+    .update({ status: to, updatedAt: new Date() })
+  const count = Number(Array.isArray(updated) ? updated[0] : updated)
+  if (!count) return null
+  await recordFeedEvent(agentId, {
+    type: 'status_change',
+    content,
+    transition: { from: row.status, to },
+  })
+  return row.status
 }
-
-/** How long POST start waits for a boot slot before answering (the start goes on queued). */
-const START_ANSWER_WITHIN_MS = 2_000
 
 /** The API's `container` field (CONTRACT.md): the runtime's view plus `sleeping`. */
 export type ContainerField = ContainerView | 'sleeping'
@@ -57,6 +79,8 @@ export class AgentLifecycle {
   readonly #background = new Set<Promise<unknown>>()
   /** Feed and status writes of runtime events, per agent, until they are stored. */
   readonly #eventWrites = new Map<string, Set<Promise<void>>>()
+  /** The container state each agent's feed last reported (one event per transition). */
+  readonly #containerSeen = new Map<string, ContainerField>()
 
   constructor(private readonly runtime: () => Promise<RuntimeService>) {}
 
@@ -82,6 +106,8 @@ export class AgentLifecycle {
   /** Runs a task without making the caller wait; failures are logged. */
   #detached(what: string, agentId: string, task: () => Promise<unknown>) {
     const running = task().catch((error) => {
+      // A start overtaken by a stop or restart: nothing went wrong.
+      if (error instanceof BootCancelledError) return
       logger.warn({ agentId, err: error }, `agents: ${what} failed`)
     })
     this.#background.add(running)
@@ -104,37 +130,50 @@ export class AgentLifecycle {
     return agent
   }
 
-  async #start(agentId: string) {
-    const agent = await this.#fresh(agentId)
-    if (agent.status === 'paused') throw new ValidationException(PAUSED_MESSAGE)
+  /**
+   * Boots the run `runId` (planned by the runtime) of an agent that is to
+   * be active, unless it was stopped or another run was planned meanwhile.
+   */
+  async #start(agentId: string, runId: string, options: { restart?: boolean } = {}) {
+    const agent = await Agent.find(agentId)
+    if (!agent || agent.status !== 'active') return
     const runtime = await this.runtime()
-    // Over its workspace quota the agent stays as it is (asleep: the hosted path answers).
-    await runtime.assertWorkspaceStartable(agent.id)
-    if (agent.status !== 'active') await setStatus(agent.id, 'active')
     try {
-      return await runtime.ensureStarted(runtimeSpecFor(agent))
+      const spec = runtimeSpecFor(agent)
+      return options.restart
+        ? await runtime.restart(spec, { runId })
+        : await runtime.ensureStarted(spec, { runId })
     } catch (error) {
-      // Stopped while it waited in the boot queue: not a failure of the agent.
+      // Stopped or restarted while it waited: not a failure of the agent.
       if (error instanceof BootCancelledError) throw error
       // The runtime reports the reason as an `error` event (feed); the state is ours.
-      await setStatus(agent.id, 'error')
+      await changeStatus(agentId, 'error', 'Agent failed to start', { from: ['active'] })
       throw error
     }
   }
 
+  /** Sets `active` (one feed event when it was not) and boots `runId` in the background. */
+  async #schedule(agent: Agent, runId: string, options: { restart?: boolean } = {}) {
+    await changeStatus(agent.id, 'active', options.restart ? 'Agent restarted' : 'Agent started')
+    this.#detached(options.restart ? 'restart' : 'start', agent.id, () =>
+      this.#serial(agent.id, () => this.#start(agent.id, runId, options))
+    )
+  }
+
   /**
-   * POST start: the container runs, boots or waits in the boot queue
-   * afterwards (status shows `container: queued`); not waiting for
-   * readiness, nor for a boot slot longer than a moment.
+   * POST start: answers at once with the container id of the run it
+   * scheduled (the live one when it runs already); the container boots,
+   * waits in the boot queue (`container: queued`) or wakes afterwards.
    */
   async start(agent: Agent): Promise<StartResult> {
-    const starting = this.#serial(agent.id, () => this.#start(agent.id))
-    this.#detached('start', agent.id, () => starting)
-    const info = await Promise.race([
-      starting,
-      new Promise<null>((resolve) => setTimeout(resolve, START_ANSWER_WITHIN_MS, null).unref()),
-    ])
-    return { status: 'started', containerId: info?.containerId ?? null }
+    const fresh = await this.#fresh(agent.id)
+    if (fresh.status === 'paused') throw new ValidationException(PAUSED_MESSAGE)
+    const runtime = await this.runtime()
+    // Over its workspace quota the agent stays as it is (asleep: the hosted path answers).
+    await runtime.assertWorkspaceStartable(fresh.id)
+    const containerId = await runtime.planRun(fresh.id)
+    await this.#schedule(fresh, containerId)
+    return { status: 'started', containerId }
   }
 
   /**
@@ -158,7 +197,9 @@ export class AgentLifecycle {
           const fresh = await Agent.find(agent.id)
           if (!fresh || fresh.status !== 'active') return
           if ((await runtime.containerView(agent.id)) !== 'stopped') return
-          await this.#start(agent.id)
+          // Over its workspace quota it stays asleep (the hosted path answers).
+          if (await runtime.workspaceOverQuota(agent.id)) return
+          await this.#start(agent.id, await runtime.planRun(agent.id))
         })
       )
       return 'sleeping'
@@ -228,37 +269,42 @@ export class AgentLifecycle {
 
   /** A new agent: starts its container without making the request wait. */
   startInBackground(agent: Agent): void {
-    this.#detached('start', agent.id, () => this.#serial(agent.id, () => this.#start(agent.id)))
+    this.#detached('start', agent.id, async () => {
+      const runtime = await this.runtime()
+      const runId = await runtime.planRun(agent.id)
+      await this.#serial(agent.id, () => this.#start(agent.id, runId))
+    })
   }
 
-  /** POST stop: the container stops, config and data stay. A paused agent stays paused. */
+  /**
+   * POST stop: answers at once with the status stored; the container stops
+   * in the background (a boot waiting in the queue or not yet launched is
+   * cancelled, a running one stopped). Config and data stay; a paused agent
+   * stays paused. Should the service die first, the boot sweep stops what
+   * a stopped agent left running.
+   */
   async stop(agent: Agent): Promise<StopResult> {
-    // A start waiting in the boot queue is cancelled, not waited for.
     const runtime = await this.runtime()
-    runtime.cancelQueuedStart(agent.id)
-    return this.#serial(agent.id, async () => {
-      const fresh = await this.#fresh(agent.id)
-      await runtime.stop(fresh.id)
-      if (fresh.status !== 'paused') await setStatus(fresh.id, 'stopped')
-      return { status: 'stopped' }
-    })
+    runtime.cancelRun(agent.id)
+    await changeStatus(agent.id, 'stopped', 'Agent stopped', { from: ['active', 'error'] })
+    this.#detached('stop', agent.id, () => this.#serial(agent.id, () => runtime.stop(agent.id)))
+    return { status: 'stopped' }
   }
 
-  /** POST restart: stop then start with a freshly rendered config; a new container id. */
-  restart(agent: Agent): Promise<RestartResult> {
-    return this.#serial(agent.id, async () => {
-      const fresh = await this.#fresh(agent.id)
-      if (fresh.status === 'paused') throw new ValidationException(PAUSED_MESSAGE)
-      if (fresh.status !== 'active') await setStatus(fresh.id, 'active')
-      try {
-        const runtime = await this.runtime()
-        const info = await runtime.restart(runtimeSpecFor(fresh))
-        return { status: 'restarted', containerId: info.containerId }
-      } catch (error) {
-        await setStatus(fresh.id, 'error')
-        throw error
-      }
-    })
+  /**
+   * POST restart: answers at once with the new run's container id; the
+   * container stops and boots with a freshly rendered config in the
+   * background. Restarting a booting or queued agent boots it once: the
+   * earlier run, no longer wanted, boots nothing.
+   */
+  async restart(agent: Agent): Promise<RestartResult> {
+    const fresh = await this.#fresh(agent.id)
+    if (fresh.status === 'paused') throw new ValidationException(PAUSED_MESSAGE)
+    const runtime = await this.runtime()
+    runtime.cancelRun(fresh.id)
+    const containerId = await runtime.planRun(fresh.id, { fresh: true })
+    await this.#schedule(fresh, containerId, { restart: true })
+    return { status: 'restarted', containerId }
   }
 
   /** After a config change: a running container restarts with the new config (background). */
@@ -277,7 +323,8 @@ export class AgentLifecycle {
   removeInBackground(agentId: string): void {
     this.#detached('remove', agentId, async () => {
       const runtime = await this.runtime()
-      runtime.cancelQueuedStart(agentId)
+      runtime.cancelRun(agentId)
+      this.#containerSeen.delete(agentId)
       await this.remove(agentId)
     })
   }
@@ -308,8 +355,10 @@ export class AgentLifecycle {
           await recordFeedEvent(agentId, {
             type: 'status_change',
             content: 'Agent paused: the plan allows fewer agents',
+            transition: { from: 'active', to: 'paused' },
           })
           const runtime = await this.runtime()
+          runtime.cancelRun(agentId)
           await runtime.stop(agentId)
         })
       )
@@ -322,6 +371,7 @@ export class AgentLifecycle {
           await recordFeedEvent(agentId, {
             type: 'status_change',
             content: 'Agent resumed: the plan allows it again',
+            transition: { from: 'paused', to: 'active' },
           })
           const runtime = await this.runtime()
           const container = await runtime.status(agentId)
@@ -356,7 +406,9 @@ export class AgentLifecycle {
     const runtime = await this.runtime()
     const sweep = options.agentIds ? false : options.sweep
     const result = await runtime.recover(specs, { sweep })
-    for (const failure of result.failed) await setStatus(failure.agentId, 'error')
+    for (const failure of result.failed) {
+      await changeStatus(failure.agentId, 'error', 'Agent failed to start', { from: ['active'] })
+    }
     return result
   }
 
@@ -381,6 +433,18 @@ export class AgentLifecycle {
     })
   }
 
+  /**
+   * One `status_change` event when the container's state (as the feed last
+   * reported it) changes; repeated reports of one state add nothing.
+   */
+  async #containerChange(agentId: string, to: ContainerField, content: string): Promise<void> {
+    const from = this.#containerSeen.get(agentId) ?? null
+    if (from === to) return
+    this.#containerSeen.set(agentId, to)
+    const transition: Transition = { from, to }
+    await recordFeedEvent(agentId, { type: 'status_change', content, transition })
+  }
+
   /** Runtime events -> feed events and the `error` state. */
   async handleRuntimeEvent(event: RuntimeEvent): Promise<void> {
     switch (event.type) {
@@ -389,43 +453,41 @@ export class AgentLifecycle {
           .where('id', event.agentId)
           .whereNotNull('sleeping_since')
           .update({ sleepingSince: null })
-        return recordFeedEvent(event.agentId, {
-          type: 'status_change',
-          content: 'Agent started',
-        })
+        return this.#containerChange(
+          event.agentId,
+          'starting',
+          event.restored ? 'Container restored from its checkpoint' : 'Container launched'
+        )
+      case 'ready':
+        return this.#containerChange(event.agentId, 'running', 'Container running')
       case 'sleeping':
         await Agent.query().where('id', event.agentId).update({ sleepingSince: new Date() })
-        return recordFeedEvent(event.agentId, {
-          type: 'status_change',
-          content: 'Agent asleep: its container stopped while idle; the next message wakes it',
-        })
+        return this.#containerChange(
+          event.agentId,
+          'sleeping',
+          'Agent asleep: its container stopped while idle; the next message wakes it'
+        )
       case 'stopped':
-        return recordFeedEvent(event.agentId, {
-          type: 'status_change',
-          content: 'Agent stopped',
-        })
+        return this.#containerChange(event.agentId, 'stopped', 'Container stopped')
       case 'exited':
         return recordFeedEvent(event.agentId, {
           type: 'error',
           content: `Agent process ended unexpectedly: ${event.reason}`,
         })
       case 'restarting':
-        return recordFeedEvent(event.agentId, {
-          type: 'status_change',
-          content: `Agent restarting after a crash (restart ${event.restartCount}, in ${Math.round(event.delayMs / 100) / 10}s)`,
-        })
+        return this.#containerChange(
+          event.agentId,
+          'starting',
+          `Agent restarting after a crash (restart ${event.restartCount}, in ${Math.round(event.delayMs / 100) / 10}s)`
+        )
       case 'error':
-        // Given up on by the runtime; a paused agent keeps its pause.
-        await Agent.query()
-          .where('id', event.agentId)
-          .whereNot('status', 'paused')
-          .update({ status: 'error', updatedAt: new Date() })
+        this.#containerSeen.set(event.agentId, 'error')
+        // Given up on by the runtime; a paused or stopped agent keeps its state.
+        await changeStatus(event.agentId, 'error', 'Agent failed', { from: ['active'] })
         return recordFeedEvent(event.agentId, {
           type: 'error',
           content: `Agent failed: ${event.message}`,
         })
-      case 'ready':
-        return
     }
   }
 }

@@ -12,6 +12,15 @@ export interface FeedEventView {
   type: FeedEventType
   content: string
   ts: string
+  /** status_change only: the state it went from (null when not known) and to. */
+  from?: string | null
+  to?: string
+}
+
+/** What a status_change moved between: stored statuses or container states. */
+export interface Transition {
+  from: string | null
+  to: string
 }
 
 /**
@@ -22,13 +31,15 @@ export interface FeedEventView {
  */
 export async function recordFeedEvent(
   agentId: string,
-  event: { type: FeedEventType; content: string }
+  event: { type: FeedEventType; content: string; transition?: Transition }
 ): Promise<void> {
   try {
     await AgentFeedEvent.create({
       agentId,
       type: event.type,
       content: event.content.slice(0, CONTENT_MAX),
+      fromState: event.transition?.from ?? null,
+      toState: event.transition?.to ?? null,
     })
   } catch (error) {
     // 23503: the agent was deleted meanwhile; nothing to record.
@@ -56,5 +67,6 @@ export async function feedOf(agentId: string, limit = FEED_PAGE): Promise<FeedEv
     type: row.type,
     content: row.content,
     ts: row.createdAt.toUTC().toISO()!,
+    ...(row.toState ? { from: row.fromState, to: row.toState } : {}),
   }))
 }

@@ -121,6 +121,11 @@ export class CapacityManager {
     if (this.#admitted.delete(agentId)) void this.#pump()
   }
 
+  /** Service shutdown: every start waiting for its turn fails with BootCancelledError. */
+  cancelQueued() {
+    for (const entry of this.#queue.splice(0)) entry.reject(new BootCancelledError())
+  }
+
   /** A message for the agent: it is the last to be put to sleep for room. */
   touch(agentId: string) {
     const entry = this.#admitted.get(agentId)

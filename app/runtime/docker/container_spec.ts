@@ -6,6 +6,8 @@ export const LABELS = {
   managed: 'agent-host.managed',
   agentId: 'agent-host.agent-id',
   framework: 'agent-host.framework',
+  /** The run id the API answered when the run was scheduled (the engine's own id differs). */
+  runId: 'agent-host.run-id',
 } as const
 
 /**
@@ -37,6 +39,8 @@ export interface ContainerSpecInput {
   maxRestarts: number
   /** `name:address` entries for /etc/hosts (the model proxy relay's `host-gateway`). */
   extraHosts?: string[]
+  /** The run id scheduled for it (CreateRequest.containerId). */
+  runId?: string
 }
 
 /**
@@ -62,6 +66,7 @@ export function buildContainerSpec(input: ContainerSpecInput): Docker.ContainerC
       [LABELS.managed]: 'true',
       [LABELS.agentId]: input.agentId,
       [LABELS.framework]: input.framework,
+      ...(input.runId ? { [LABELS.runId]: input.runId } : {}),
     },
     ExposedPorts: { [port]: {} },
     HostConfig: {

@@ -344,7 +344,7 @@ export class DockerDriver implements ContainerDriver {
     })
   }
 
-  async create({ spec, plugin, gatewayToken }: CreateRequest): Promise<ContainerInfo> {
+  async create({ spec, plugin, gatewayToken, containerId }: CreateRequest): Promise<ContainerInfo> {
     const agentId = spec.agentId
     await mkdir(agentPaths(this.options.agentsDir, agentId).runtime, {
       recursive: true,
@@ -397,6 +397,7 @@ export class DockerDriver implements ContainerDriver {
         resources: { ...plugin.resources, ...spec.resources },
         maxRestarts: this.options.maxRestarts ?? 5,
         extraHosts: proxy.extraHosts,
+        runId: containerId,
       })
     )
     const files: RenderedFile[] = []
@@ -479,7 +480,8 @@ export class DockerDriver implements ContainerDriver {
       agentId,
       driver: 'docker',
       state: status,
-      containerId: container.Id,
+      // The id the API answered when this run was scheduled, where it was.
+      containerId: container.Config.Labels?.[LABELS.runId] ?? container.Id,
       framework: container.Config.Labels?.[LABELS.framework] ?? record?.framework ?? null,
       baseUrl: live && binding?.HostPort ? `http://127.0.0.1:${binding.HostPort}` : null,
       startedAt: live && state.StartedAt ? new Date(state.StartedAt) : null,

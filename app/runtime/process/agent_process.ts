@@ -42,6 +42,8 @@ export interface SupervisorSettings {
   restart: RestartPolicy
   stopGraceMs: number
   pollIntervalMs: number
+  /** True once the service is stopping: no run is launched any more (boot, wake, crash restart). */
+  launchesRefused?: () => boolean
 }
 
 /** What the driver prepared for the next (re)start. */
@@ -157,6 +159,8 @@ export class AgentProcess {
   record?: ProcessRecord
   restartCount = 0
   lastError: string | null = null
+  /** The id the next run takes (scheduled by the API before it boots); used once. */
+  nextContainerId?: string
   readonly logFile: LogFile
 
   #child?: ChildProcess
@@ -224,9 +228,14 @@ export class AgentProcess {
     await this.#spawn()
   }
 
+  #assertLaunchesAllowed() {
+    if (this.settings.launchesRefused?.()) throw new Error('the service is shutting down')
+  }
+
   async #spawn(): Promise<void> {
     const prepared = this.prepared
     if (!prepared) throw new Error(`Agent ${this.agentId} has no prepared launch`)
+    this.#assertLaunchesAllowed()
     const generation = ++this.#generation
     this.state = 'starting'
     this.#cpuSample = undefined
@@ -257,6 +266,8 @@ export class AgentProcess {
     if (!prepared || !checkpoint) return false
     const meta = await checkpoint.store.meta()
     if (!meta) return false
+    // Kept for the next wake: a stopping service restores nothing.
+    this.#assertLaunchesAllowed()
     if (meta.fingerprint !== checkpoint.fingerprint || meta.port !== prepared.port) {
       this.logFile.note(
         'its checkpoint is of an older launch (config, skills or port changed): booting'
@@ -316,6 +327,8 @@ export class AgentProcess {
     options: { cwd: string; uid?: number; gid?: number; inheritFiles: string[] }
   ): ChildProcess | Error {
     const prepared = this.prepared!
+    // A boot or wake already under way when the service began to stop leaves nothing behind.
+    if (this.settings.launchesRefused?.()) return new Error('the service is shutting down')
     const cgroup = prepared.cgroup
     const fd = this.logFile.openForChild()
     const inherited: number[] = []
@@ -397,7 +410,8 @@ export class AgentProcess {
       }
     }
     const stat = readProcStat(child.pid)
-    const containerId = `proc-${randomBytes(6).toString('hex')}`
+    const containerId = this.nextContainerId ?? `proc-${randomBytes(6).toString('hex')}`
+    this.nextContainerId = undefined
     this.record = {
       agentId: this.agentId,
       framework: prepared.framework,
@@ -497,7 +511,7 @@ export class AgentProcess {
     })
     this.#restartTimer = setTimeout(() => {
       this.#restartTimer = undefined
-      if (this.state !== 'restarting') return
+      if (this.state !== 'restarting' || this.settings.launchesRefused?.()) return
       this.#spawn().catch((error) =>
         this.#onExit(this.#generation, `failed to start: ${error.message}`)
       )

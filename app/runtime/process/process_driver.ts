@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { existsSync, readdirSync } from 'node:fs'
 import { readdir, statfs } from 'node:fs/promises'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import {
   AgentNotRunningException,
   NotFoundException,
@@ -102,6 +103,9 @@ const DEFAULT_RESTART: RestartPolicy = {
   maxConsecutiveRestarts: 5,
   stableAfterMs: 60_000,
 }
+
+/** How long a shutdown waits for operations under way (checkpoint, restore) before stopping agents. */
+const OPERATIONS_WAIT_MS = 5_000
 
 let rootFolders: string[] | undefined
 
@@ -253,6 +257,7 @@ export class ProcessDriver implements ContainerDriver {
       restart: { ...DEFAULT_RESTART, ...options.restart },
       stopGraceMs: options.stopGraceMs ?? 10_000,
       pollIntervalMs: options.pollIntervalMs ?? 1000,
+      launchesRefused: () => this.#stopping,
     }
   }
 
@@ -304,7 +309,12 @@ export class ProcessDriver implements ContainerDriver {
     return this.#exclusive(request.spec.agentId, () => this.#create(request))
   }
 
-  async #create({ spec, plugin, gatewayToken }: CreateRequest): Promise<ContainerInfo> {
+  async #create({
+    spec,
+    plugin,
+    gatewayToken,
+    containerId,
+  }: CreateRequest): Promise<ContainerInfo> {
     const paths = this.#paths(spec.agentId)
     await ensureAgentFolders(paths)
 
@@ -438,6 +448,8 @@ export class ProcessDriver implements ContainerDriver {
           }
         : undefined,
     }
+    // A live run keeps its id; the next one takes the id scheduled for it.
+    agent.nextContainerId = agent.isLive() || adoptable ? undefined : containerId
     if (adoptable) {
       agent.adopt(adoptable)
       this.#log(`adopted agent ${spec.agentId} process ${adoptable.pid}`)
@@ -721,15 +733,27 @@ export class ProcessDriver implements ContainerDriver {
     this.#agents.clear()
   }
 
-  /** Service shutdown: every agent process stops (SIGTERM, SIGKILL after the grace period). */
   /**
-   * Service shutdown: starts nothing more, lets operations under way finish
-   * (a start racing the shutdown would otherwise leave a process behind
-   * that keeps the stopped service alive), then stops every agent.
+   * Service shutdown, bounded (about 17 s with the default grace): launches
+   * nothing more (a boot, wake or crash restart under way launches no
+   * process now), gives operations under way (a checkpoint, a restore) a
+   * few seconds to end, stops every agent (SIGTERM, SIGKILL after the
+   * grace), then kills whatever still carries an agent marker under this
+   * service's agents folder (a run an unfinished operation launched, a
+   * restored tree), so no agent outlives the service.
    */
   async stopAll(): Promise<void> {
     this.#stopping = true
-    await Promise.allSettled([...this.#locks.values()])
-    await Promise.allSettled([...this.#agents.keys()].map((agentId) => this.stop(agentId)))
+    await Promise.race([Promise.allSettled([...this.#locks.values()]), sleep(OPERATIONS_WAIT_MS)])
+    await Promise.race([
+      Promise.allSettled([...this.#agents.keys()].map((agentId) => this.stop(agentId))),
+      sleep(this.#settings.stopGraceMs + 2_000),
+    ])
+    for (let round = 0; round < 3; round++) {
+      const left = [...markedAgentIdsUnder(this.options.agentsDir)]
+      if (left.length === 0) break
+      this.#log(`killing processes of agents still running at shutdown: ${left.join(', ')}`)
+      await Promise.allSettled(left.map((agentId) => killStrayProcesses(agentId)))
+    }
   }
 }

@@ -38,6 +38,7 @@ export function buildServiceSpec(input: ServiceSpecInput) {
     [RECORD_LABELS.workspacePath]: input.workspacePath,
     [RECORD_LABELS.containerPort]: String(input.containerPort),
     [RECORD_LABELS.user]: input.launch.user ?? '',
+    ...(input.runId ? { [LABELS.runId]: input.runId } : {}),
   }
   return {
     Name: names.container,

@@ -104,7 +104,12 @@ export class SwarmDriver extends DockerDriver {
   /** The service's labels are the record. */
   protected override async writeRecord(): Promise<void> {}
 
-  override async create({ spec, plugin, gatewayToken }: CreateRequest): Promise<ContainerInfo> {
+  override async create({
+    spec,
+    plugin,
+    gatewayToken,
+    containerId,
+  }: CreateRequest): Promise<ContainerInfo> {
     const agentId = spec.agentId
     const existing = await this.#inspectService(agentId)
     if (existing?.Spec?.Mode?.Replicated?.Replicas === 1) {
@@ -161,6 +166,7 @@ export class SwarmDriver extends DockerDriver {
         maxRestarts: this.options.maxRestarts ?? 5,
         constraints: [`node.id==${nodeId}`],
         replicas: 0,
+        runId: containerId,
       }) as never
     )
     return this.inspect(agentId)
@@ -288,7 +294,10 @@ export class SwarmDriver extends DockerDriver {
       return {
         ...base,
         state: 'running',
-        containerId: current.Status.ContainerStatus?.ContainerID ?? current.ID,
+        containerId:
+          service.Spec.Labels?.[LABELS.runId] ??
+          current.Status.ContainerStatus?.ContainerID ??
+          current.ID,
         baseUrl: published
           ? `http://${await this.#nodeAddress(current.NodeID)}:${published}`
           : null,
@@ -300,6 +309,8 @@ export class SwarmDriver extends DockerDriver {
     if (current && PENDING.has(current.Status?.State)) {
       return {
         ...base,
+        // The run scheduled has its id before its task runs.
+        containerId: service.Spec.Labels?.[LABELS.runId] ?? null,
         state: restartCount > 0 ? 'restarting' : 'starting',
         restartCount,
         lastError,

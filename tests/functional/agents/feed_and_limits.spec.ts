@@ -37,6 +37,7 @@ test.group('Agents: feed, plan limit pausing, boot recovery', (group) => {
     const agent = await createFixtureAgent(client, user)
     await waitUntilServing(agent.id)
     await client.post(`/agents/${agent.id}/stop`).bearerToken(jwt)
+    await agentLifecycle.settled()
     await recordFeedEvent(agent.id, { type: 'message', content: 'Answered a question' })
 
     const response = await client.get(`/agents/${agent.id}/feed`).bearerToken(jwt)
@@ -45,13 +46,18 @@ test.group('Agents: feed, plan limit pausing, boot recovery', (group) => {
       type: string
       content: string
       ts: string
+      from?: string | null
+      to?: string
     }[]
+    // Each transition once, stored status and container state alike, with from and to.
     assert.deepEqual(
-      events.map((event) => [event.type, event.content]),
+      events.map((event) => [event.type, event.content, event.from, event.to]),
       [
-        ['message', 'Answered a question'],
-        ['status_change', 'Agent stopped'],
-        ['status_change', 'Agent started'],
+        ['message', 'Answered a question', undefined, undefined],
+        ['status_change', 'Container stopped', 'running', 'stopped'],
+        ['status_change', 'Agent stopped', 'active', 'stopped'],
+        ['status_change', 'Container running', 'starting', 'running'],
+        ['status_change', 'Container launched', null, 'starting'],
       ]
     )
     assert.match(events[0].ts, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
@@ -108,7 +114,7 @@ test.group('Agents: feed, plan limit pausing, boot recovery', (group) => {
         .data.events.map((event: { type: string; content: string }) => [event.type, event.content]),
       [
         ['status_change', 'Agent paused: the plan allows fewer agents'],
-        ['status_change', 'Agent stopped'],
+        ['status_change', 'Container stopped'],
       ]
     )
 

@@ -1,5 +1,6 @@
 import { test } from '@japa/runner'
 import Agent from '#agents/models/agent'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { apiKeyFor, jwtFor } from '#tests/helpers/identity'
 import {
   callFixture,
@@ -42,8 +43,10 @@ test.group('Agents: lifecycle through HTTP (fixture framework, process driver)',
     const stop = await client.post(`/api/v1/agents/${agent.id}/stop`).bearerToken(key)
     stop.assertStatus(200)
     assert.deepEqual(stop.body().data, { status: 'stopped' })
-    assert.isFalse(await service.isRunning(agent.id))
+    // Stored at once; the container stops in the background.
     assert.equal(await storedStatus(agent.id), 'stopped')
+    await agentLifecycle.settled()
+    assert.isFalse(await service.isRunning(agent.id))
 
     const status = await client.get(`/api/v1/agents/${agent.id}/status`).bearerToken(key)
     assert.equal(status.body().data.status, 'stopped')
@@ -71,6 +74,8 @@ test.group('Agents: lifecycle through HTTP (fixture framework, process driver)',
     restart.assertStatus(200)
     assert.equal(restart.body().data.status, 'restarted')
     assert.notEqual(restart.body().data.containerId, start.body().data.containerId)
+    // The old run stops and the new one boots in the background.
+    await agentLifecycle.settled()
     await waitUntilServing(agent.id)
     const info = await service.status(agent.id)
     assert.equal(info.containerId, restart.body().data.containerId)
@@ -206,13 +211,17 @@ test.group('Agents: lifecycle through HTTP (fixture framework, process driver)',
     created.assertStatus(201)
     const id = created.body().data.id
     await waitFor('the error status', async () => (await storedStatus(id)) === 'error', 15_000)
+    await agentLifecycle.settled()
     const feed = await client.get(`/agents/${id}/feed`).bearerToken(jwt)
     const error = feed.body().data.events.find((event: { type: string }) => event.type === 'error')
     assert.exists(error)
     assert.include(error.content, 'cannot launch')
 
+    // Answered at once; the launch fails again in the background and the state says so.
     const start = await client.post(`/agents/${id}/start`).bearerToken(jwt)
-    assert.equal(start.status(), 503)
+    assert.equal(start.status(), 200)
+    assert.equal(await storedStatus(id), 'active')
+    await agentLifecycle.settled()
     assert.equal(await storedStatus(id), 'error')
   })
 })

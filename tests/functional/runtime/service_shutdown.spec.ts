@@ -1,6 +1,8 @@
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { test } from '@japa/runner'
 import { waitFor } from '#tests/helpers/processes'
-import { agentProcessIds } from '#tests/helpers/agent_processes'
+import { agentProcesses, agentProcessIds } from '#tests/helpers/agent_processes'
 import { startModelUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
 import { startServiceUnderFault, type ServiceUnderFault } from '#tests/helpers/service_under_fault'
 
@@ -63,4 +65,134 @@ test.group('Stopping the service (process driver)', (group) => {
     await sse.body?.cancel().catch(() => {})
     await service.restart()
   }).timeout(120_000)
+})
+
+/** True while a `criu <action>` runs on this agent's checkpoint (its folder is in the arguments). */
+function criuRunning(agentId: string, action: 'dump' | 'restore'): boolean {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0')
+      if (/criu$/.test(args[0]) && args[1] === action && args.some((arg) => arg.includes(agentId)))
+        return true
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return false
+}
+
+/**
+ * SIGTERM to the real server while its agents are in each state a shutdown
+ * must not leave behind: booting, waiting in the boot queue, being
+ * checkpointed to sleep, waking from a checkpoint. One boot slot
+ * (AGENT_BOOT_CONCURRENCY=1) and a 2 s idle time make those states happen.
+ */
+test.group('Stopping the service mid-operation (process driver)', (group) => {
+  let service: ServiceUnderFault
+  let upstream: ModelUpstream
+  group.setup(async () => {
+    upstream = await startModelUpstream()
+    service = await startServiceUnderFault({
+      MODEL_API_URL: upstream.baseUrl,
+      MODEL_API_KEY: 'sk-shutdown-test',
+      MODEL_NAME: 'shutdown-model',
+      AGENT_BOOT_CONCURRENCY: '1',
+      AGENT_IDLE_SLEEP_SECS: '2',
+    })
+    return async () => {
+      await service.destroy()
+      await upstream.close()
+    }
+  })
+
+  /** Every process of this service's agents (their homes are under its storage). */
+  const left = () => [...agentProcesses(join(service.storage, 'agents')).values()].flat()
+
+  async function sigterm(state: string, assert: { equal: Function; deepEqual: Function }) {
+    const exited = new Promise((resolve) => service.server.child.once('exit', resolve))
+    const started = Date.now()
+    service.server.child.kill('SIGTERM')
+    const outcome = await Promise.race([
+      exited.then(() => 'exited'),
+      new Promise((resolve) => setTimeout(() => resolve('still running'), 30_000)),
+    ])
+    console.log(`    SIGTERM ${state}: exited after ${Date.now() - started} ms`)
+    assert.equal(outcome, 'exited', `the service exits (${state})`)
+    assert.deepEqual(left(), [], `no agent process outlives the service (${state})`)
+    await service.restart()
+  }
+
+  async function createAgent(token: string, name: string, config: Record<string, unknown> = {}) {
+    const created = await service.call('/agents', {
+      method: 'POST',
+      token,
+      json: { name, framework: 'fixture', config },
+    })
+    if (created.status !== 201) throw new Error(`create agent: ${JSON.stringify(created)}`)
+    return created.body.data.id as string
+  }
+
+  const containerOf = async (token: string, agentId: string) => {
+    const answer = await service.call(`/agents/${agentId}/status`, { token })
+    return answer.body.data?.container
+  }
+
+  /** An account that may hold several agents (founding_member: 10, no expiry). */
+  async function roomyAccount() {
+    const { token, email } = await service.signUpAccount()
+    await service.query(`update users set tier = 'founding_member' where email = $1`, [email])
+    return token
+  }
+
+  test('SIGTERM while one agent boots and another waits in the queue', async ({ assert }) => {
+    const token = await roomyAccount()
+    const booting = await createAgent(token, 'Booting', { readyDelayMs: 120_000 })
+    const queued = await createAgent(token, 'Queued')
+    await waitFor(async () => (agentProcessIds(booting).length > 0 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: 'the booting agent to run',
+    })
+    await waitFor(
+      async () => ((await containerOf(token, queued)) === 'queued' ? true : undefined),
+      {
+        timeoutMs: 10_000,
+        what: 'the second agent to queue',
+      }
+    )
+    await sigterm('while booting and queued', assert)
+    // Recovered at the restart: out of the way of the next tests.
+    for (const agentId of [booting, queued]) {
+      await service.call(`/agents/${agentId}`, { method: 'DELETE', token })
+    }
+  }).timeout(180_000)
+
+  test('SIGTERM while an idle agent is checkpointed, then while it wakes', async ({ assert }) => {
+    const token = await service.signUp()
+    const agentId = await createAgent(token, 'Sleeper')
+    await waitFor(async () => (criuRunning(agentId, 'dump') ? true : undefined), {
+      timeoutMs: 60_000,
+      intervalMs: 10,
+      what: 'its checkpoint to be taken (idle 2 s)',
+    }).catch((error: Error) => {
+      throw new Error(`${error.message}\n${service.server.output().slice(-3000)}`)
+    })
+    await sigterm('while checkpointing', assert)
+
+    // Recovered at the restart, idle again: asleep, then a message wakes it.
+    await waitFor(
+      async () => ((await containerOf(token, agentId)) === 'sleeping' ? true : undefined),
+      { timeoutMs: 60_000, what: 'the agent to sleep again' }
+    )
+    // Answered on the hosted path while the agent wakes (the stream ends with the service).
+    const stream = service.openChatStream(token, agentId, 'wake up').catch(() => undefined)
+    await waitFor(async () => (criuRunning(agentId, 'restore') ? true : undefined), {
+      timeoutMs: 30_000,
+      intervalMs: 10,
+      what: 'its wake to restore the checkpoint',
+    })
+    await sigterm('while waking', assert)
+    const answer = await stream
+    await answer?.body?.cancel().catch(() => {})
+  }).timeout(240_000)
 })

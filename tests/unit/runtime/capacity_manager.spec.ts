@@ -109,4 +109,14 @@ test.group('Capacity manager', () => {
     await assert.rejects(() => queued, BootCancelledError)
     assert.isFalse(capacity.isQueued('b'))
   })
+
+  test('a service shutdown cancels every queued start', async ({ assert }) => {
+    const { capacity } = manager(1, 10_000)
+    await capacity.admit('a', 100)
+    const queued = [capacity.admit('b', 100), capacity.admit('c', 100)]
+    capacity.cancelQueued()
+    for (const start of queued) await assert.rejects(() => start, BootCancelledError)
+    assert.equal(capacity.snapshot().queued, 0)
+    assert.isTrue(capacity.isAdmitted('a'), 'what runs is stopped by the driver, not here')
+  })
 })

@@ -86,6 +86,24 @@ test.group('Runtime / docker container spec', () => {
     for (const name of ['APP_KEY', 'DATABASE_URL', 'MODEL_API_KEY']) assert.notProperty(env, name)
   })
 
+  test('a run scheduled with an id carries it as a label (the id the API answered)', ({
+    assert,
+  }) => {
+    const context = dockerContext(openclaw.defaultPort, openclaw.containerPaths)
+    const input = {
+      agentId,
+      framework: 'openclaw',
+      launch: openclaw.containerLaunch(context),
+      containerPort: openclaw.defaultPort,
+      statePath: openclaw.containerPaths.state,
+      resources: { memoryMb: 1536, cpus: 1.5, pids: 256 },
+      maxRestarts: 5,
+    }
+    const scheduled = buildContainerSpec({ ...input, runId: 'docker-0123456789ab' })
+    assert.equal(scheduled.Labels?.[LABELS.runId], 'docker-0123456789ab')
+    assert.notProperty(buildContainerSpec(input).Labels, LABELS.runId)
+  })
+
   test('a hermes agent container runs `gateway run` with its API server on all interfaces inside', ({
     assert,
   }) => {
