@@ -30,6 +30,11 @@ import type {
   WorkspaceFiles,
 } from '#runtime/types'
 
+/** How often a log stream of a container not yet running looks for it to run. */
+const LOG_FOLLOW_POLL_MS = 1000
+/** Most lines a log stream catches up on when the container it waited for starts. */
+const LOG_CATCH_UP_LINES = 1000
+
 /** Finds an installed framework plugin by name (the PluginRegistry fits). */
 export interface FrameworkResolver {
   framework(name: string): FrameworkPlugin
@@ -506,11 +511,35 @@ export class RuntimeService {
     agentId: string,
     options: { tail?: number; signal?: AbortSignal } = {}
   ): Promise<AsyncIterable<string>> {
-    await this.#requireRunning(agentId)
-    const lines = this.driver.followLogs(agentId, options)
     const redact = (line: string) => this.#redact(agentId, line)
+    const info = await this.driver.inspect(agentId)
+    if (info.state === 'running') {
+      const lines = this.driver.followLogs(agentId, options)
+      return (async function* () {
+        for await (const line of lines) yield redact(line)
+      })()
+    }
+    // Queued, starting or asleep (the owner wants it on; CONTRACT: no 409):
+    // the stored tail now, then the live lines once its container runs.
+    const driver = this.driver
+    const stored = await driver.logs(agentId, Math.max(0, options.tail ?? 0)).catch(() => [])
+    const signal = options.signal
     return (async function* () {
-      for await (const line of lines) yield redact(line)
+      for (const line of stored) yield redact(line)
+      while (!signal?.aborted) {
+        await sleep(LOG_FOLLOW_POLL_MS, undefined, { signal }).catch(() => undefined)
+        if (signal?.aborted) return
+        const now = await driver.inspect(agentId)
+        if (now.state === 'running') break
+      }
+      // Catch up on what it wrote between its start and this look (lines carry
+      // timestamps, so the last line seen marks where the stored tail ended).
+      const recent = await driver.logs(agentId, LOG_CATCH_UP_LINES).catch(() => [])
+      const lastSeen = stored.length ? recent.lastIndexOf(stored[stored.length - 1]) : -1
+      const missed = recent.length - lastSeen - 1
+      for await (const line of driver.followLogs(agentId, { tail: missed, signal })) {
+        yield redact(line)
+      }
     })()
   }
 

@@ -1,4 +1,5 @@
 import app from '@adonisjs/core/services/app'
+import { AgentNotRunningException } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
 import { proxyTokenOf, webhookTokenOf } from '#agents/services/agent_tokens'
 import { MASK, decryptSecrets, secretValues } from '#agents/services/config_secrets'
@@ -38,11 +39,16 @@ export async function tailLogs(agent: Agent, tail: number): Promise<string> {
     .join('\n')
 }
 
-/** Live lines (after the last `tail`), redacted; 409 when the container is not running. */
+/**
+ * Live lines (after the last `tail`), redacted. 409 only when the owner has
+ * it off (stopped, paused, error): a queued, booting or sleeping container
+ * streams once it runs.
+ */
 export async function followLogs(
   agent: Agent,
   options: { tail: number; signal: AbortSignal }
 ): Promise<AsyncIterable<string>> {
+  if (agent.status !== 'active') throw new AgentNotRunningException()
   const runtime = await app.container.make('runtime')
   const lines = await runtime.followLogs(agent.id, options)
   const redact = logRedactor(agent)

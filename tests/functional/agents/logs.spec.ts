@@ -7,7 +7,8 @@ import { agentUid, bubblewrapWorks } from '#runtime/process/sandbox'
 import { createInterface } from 'node:readline'
 import { test } from '@japa/runner'
 import { issueLogStreamToken } from '#agents/services/log_stream_tokens'
-import { jwtFor } from '#tests/helpers/identity'
+import { apiKeyFor, jwtFor } from '#tests/helpers/identity'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { baseUrl } from '#tests/helpers/http'
 import { asAgentOnHost, waitFor } from '#tests/helpers/runtime'
 import { STREAM_LIMITS } from '#core/http/stream_slots'
@@ -19,9 +20,10 @@ import {
   waitUntilServing,
   agentOwners,
   foldersOf,
+  runtime,
 } from '#tests/helpers/agents_http'
 
-const owners = agentOwners({ tier: 'pro' })
+const owners = agentOwners({ tier: 'pro', credits: 10_000 })
 const owner = () => owners.create()
 const limitOwners = agentOwners({ tier: 'pro' })
 
@@ -226,6 +228,53 @@ test.group('Agents: logs (tail, live SSE, logs tokens)', (group) => {
     assert.isTrue(seen.some((data) => data.includes('message=streamed ***')))
     assert.notInclude(seen.join('\n'), SECRET)
   })
+
+  test('stream=true on a sleeping agent: its stored tail, then live lines once it wakes; 409 once stopped', async ({
+    client,
+    assert,
+  }) => {
+    const user = await owner()
+    const jwt = jwtFor(user)
+    const agent = await createFixtureAgent(client, user)
+    await waitUntilServing(agent.id)
+    await callFixture(agent.id, '/log?text=before-sleep')
+    await agentLifecycle.sleep(agent.id)
+    await agentLifecycle.settled()
+    await agentLifecycle.eventsStored()
+    const service = await runtime()
+    assert.isFalse(await service.isRunning(agent.id), 'asleep')
+
+    const openStream = (signal: AbortSignal) =>
+      fetch(`${baseUrl()}/agents/${agent.id}/logs?stream=true&tail=20`, {
+        headers: { authorization: `Bearer ${jwt}` },
+        signal,
+      })
+    const controller = new AbortController()
+    const response = await openStream(controller.signal)
+    assert.equal(response.status, 200, 'an active agent asleep is no 409')
+    const waker = (async () => {
+      const chat = await client
+        .post(`/api/v1/agents/${agent.id}/chat`)
+        .bearerToken(await apiKeyFor(user))
+        .json({ message: 'wake up' })
+      chat.assertStatus(200)
+      await waitUntilServing(agent.id)
+      await callFixture(agent.id, '/log?text=after-wake')
+    })()
+    const seen = await readSseUntil(response, (data) => data.includes('after-wake'), 40_000)
+    await waker
+    controller.abort()
+    assert.isTrue(
+      seen.some((data) => data.includes('before-sleep')),
+      'the stored tail came first'
+    )
+
+    const stop = await client.post(`/agents/${agent.id}/stop`).bearerToken(jwt)
+    stop.assertStatus(200)
+    const stopped = await openStream(new AbortController().signal)
+    assert.equal(stopped.status, 409)
+    assert.equal(((await stopped.json()) as any).code, 'AGENT_NOT_RUNNING')
+  }).timeout(60_000)
 
   test('an EventSource client streams with a short-lived logs token', async ({
     client,
