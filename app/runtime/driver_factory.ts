@@ -2,6 +2,7 @@ import { join } from 'node:path'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import { DockerDriver, type ImageSource } from '#runtime/docker/docker_driver'
 import { ProcessDriver } from '#runtime/process/process_driver'
+import { agentNetworkSettings } from '#runtime/process/agent_network/agent_networks'
 import { SwarmDriver } from '#runtime/swarm/swarm_driver'
 import type { ContainerDriver } from '#runtime/types'
 
@@ -34,6 +35,7 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
         compileCache: process.env.AGENT_COMPILE_CACHE !== 'off',
         checkpoints: process.env.AGENT_CHECKPOINT !== 'off',
         checkpointDiskMb: Number(process.env.AGENT_CHECKPOINT_DISK_MB) || undefined,
+        network: agentNetworkSettings() ?? null,
         log: settings.log,
       })
     case 'docker':

@@ -1,8 +1,11 @@
 import { execFile } from 'node:child_process'
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { promisify } from 'node:util'
 import type Docker from 'dockerode'
+import {
+  isLoopbackUrl,
+  startModelProxyRelay,
+  type ModelProxyRelay,
+} from '#runtime/model_proxy_relay'
 
 const run = promisify(execFile)
 
@@ -14,10 +17,6 @@ const CHAIN = 'AGENT-HOST-INPUT'
 /** Linux interface name of an agent network's bridge (15 characters at most). */
 export function bridgeName(agentId: string): string {
   return `ah-${agentId.replaceAll('-', '').slice(0, 12)}`
-}
-
-function isLoopback(url: URL) {
-  return ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname)
 }
 
 /**
@@ -36,7 +35,7 @@ function isLoopback(url: URL) {
  */
 export class AgentNetworkGuard {
   /** One relay per service origin (one in production; tests run several). */
-  readonly #relays = new Map<string, Promise<{ host: string; port: number; server: http.Server }>>()
+  readonly #relays = new Map<string, Promise<ModelProxyRelay>>()
   #firewall?: Promise<boolean>
 
   constructor(
@@ -47,7 +46,7 @@ export class AgentNetworkGuard {
   /** The model proxy URL a container uses, and the extra hosts it needs. */
   async modelProxyFor(baseUrl: string): Promise<{ baseUrl: string; extraHosts: string[] }> {
     const target = new URL(baseUrl)
-    if (!isLoopback(target) || !localEngine()) return { baseUrl, extraHosts: [] }
+    if (!isLoopbackUrl(target) || !localEngine()) return { baseUrl, extraHosts: [] }
     const relay = await this.#startRelay(target)
     const local = new URL(baseUrl)
     local.hostname = HOST_ALIAS
@@ -64,51 +63,13 @@ export class AgentNetworkGuard {
     const relay = (async () => {
       const bridge = await this.docker.getNetwork('bridge').inspect()
       const host = bridge.IPAM?.Config?.[0]?.Gateway ?? '172.17.0.1'
-      const server = http.createServer((request, response) => {
-        if (!request.url?.startsWith('/v1/')) {
-          response.writeHead(404, { 'content-type': 'application/json' })
-          response.end(
-            '{"success":false,"error":"Only the model proxy is reachable from agents","code":"NOT_FOUND"}'
-          )
-          return
-        }
-        const upstream = http.request(
-          {
-            host:
-              target.hostname === 'localhost'
-                ? '127.0.0.1'
-                : target.hostname.replace(/^\[|\]$/g, ''),
-            port: target.port || 80,
-            method: request.method,
-            path: request.url,
-            headers: request.headers,
-          },
-          (answer) => {
-            response.writeHead(answer.statusCode ?? 502, answer.headers)
-            answer.pipe(response)
-          }
-        )
-        upstream.once('error', () => {
-          if (!response.headersSent) response.writeHead(502)
-          response.end()
-        })
-        request.pipe(upstream)
+      const started = await startModelProxyRelay({
+        host,
+        target,
+        preferredPort: Number(target.port) || 80,
       })
-      // The service's own port number when free there: running containers keep the address
-      // they were given across service restarts.
-      const listen = (port: number) =>
-        new Promise<void>((resolve, reject) => {
-          server.once('error', reject)
-          server.listen(port, host, () => {
-            server.off('error', reject)
-            resolve()
-          })
-        })
-      await listen(Number(target.port) || 80).catch(() => listen(0))
-      server.unref()
-      const port = (server.address() as AddressInfo).port
-      this.log(`model proxy relay for agent containers on ${host}:${port}`)
-      return { host, port, server }
+      this.log(`model proxy relay for agent containers on ${host}:${started.port}`)
+      return started
     })()
     this.#relays.set(target.origin, relay)
     return relay
