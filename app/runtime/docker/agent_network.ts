@@ -6,6 +6,11 @@ import {
   startModelProxyRelay,
   type ModelProxyRelay,
 } from '#runtime/model_proxy_relay'
+import {
+  agentNetworkAllowList,
+  connectedSubnets,
+} from '#runtime/process/agent_network/agent_networks'
+import { BLOCKED_RANGES } from '#runtime/process/agent_network/host_rules'
 
 const run = promisify(execFile)
 
@@ -13,6 +18,8 @@ const run = promisify(execFile)
 export const HOST_ALIAS = 'host.docker.internal'
 /** Our own chain in the host's INPUT: what agent networks may reach on the host itself. */
 const CHAIN = 'AGENT-HOST-INPUT'
+/** Our own chain in DOCKER-USER (the head of FORWARD): where agent networks may not go. */
+const FORWARD_CHAIN = 'AGENT-HOST-FORWARD'
 
 /** Linux interface name of an agent network's bridge (15 characters at most). */
 export function bridgeName(agentId: string): string {
@@ -28,8 +35,13 @@ export function bridgeName(agentId: string): string {
  * - agents get the model proxy at `http://host.docker.internal:<relay>/v1`;
  * - when this process may (root, iptables), each agent bridge may reach
  *   the host only at the relay's port (replies to the host's own
- *   connections pass): the host's other services are rejected. The
- *   internet stays reachable (forwarded, not INPUT).
+ *   connections pass): the host's other services are rejected;
+ * - forwarded, the agent bridge reaches neither private, link-local nor
+ *   CGNAT ranges nor the host's own subnets (AGENT_NETWORK_ALLOW excepted),
+ *   the same list as the process driver's (host_rules.ts); the internet
+ *   stays reachable. Other agents' containers sit on other bridges, which
+ *   the engine's own isolation chains keep apart (and inside its bridge an
+ *   agent has no neighbour: icc off).
  * A remote engine (DOCKER_HOST over TCP) is another machine: its firewall
  * is its operator's, and APP_URL must be reachable from it.
  */
@@ -96,17 +108,25 @@ export class AgentNetworkGuard {
       await rule('-p', 'tcp', '-d', relay.host, '--dport', String(relay.port), '-j', 'ACCEPT')
     }
     await rule('-j', 'REJECT')
+    const forward = (...match: string[]) => iptables('-A', FORWARD_CHAIN, '-i', bridge, ...match)
+    await forward('-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'RETURN')
+    for (const range of agentNetworkAllowList()) await forward('-d', range, '-j', 'RETURN')
+    for (const range of [...BLOCKED_RANGES, ...(await connectedSubnets())]) {
+      await forward('-d', range, '-j', 'REJECT')
+    }
     return true
   }
 
   /** Removes the agent's rules (network removed). */
   async release(agentId: string) {
     if (!(await this.#firewallReady())) return
-    const { stdout } = await run('iptables', ['-w', '-S', CHAIN])
     const bridge = bridgeName(agentId)
-    for (const rule of stdout.split('\n')) {
-      if (!rule.startsWith(`-A ${CHAIN} `) || !rule.includes(` -i ${bridge} `)) continue
-      await iptables('-D', ...rule.slice(3).split(' '))
+    for (const chain of [CHAIN, FORWARD_CHAIN]) {
+      const { stdout } = await run('iptables', ['-w', '-S', chain])
+      for (const rule of stdout.split('\n')) {
+        if (!rule.startsWith(`-A ${chain} `) || !rule.includes(` -i ${bridge} `)) continue
+        await iptables('-D', ...rule.slice(3).split(' '))
+      }
     }
   }
 
@@ -120,6 +140,17 @@ export class AgentNetworkGuard {
           () => false
         )
         if (!check) await iptables('-I', 'INPUT', '-j', CHAIN)
+        await run('iptables', ['-w', '-N', FORWARD_CHAIN]).catch(() => {})
+        // DOCKER-USER is the engine's place for rules of our own, ahead of its own forwarding.
+        const head = await run('iptables', ['-w', '-S', 'DOCKER-USER']).then(
+          () => 'DOCKER-USER',
+          () => 'FORWARD'
+        )
+        const jumps = await run('iptables', ['-w', '-C', head, '-j', FORWARD_CHAIN]).then(
+          () => true,
+          () => false
+        )
+        if (!jumps) await iptables('-I', head, '-j', FORWARD_CHAIN)
         return true
       } catch (error) {
         this.log(`agent networks are not confined: ${(error as Error).message}`)

@@ -1,12 +1,10 @@
-import { execFile } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http'
-import { connect, createServer, type AddressInfo, type Server } from 'node:net'
+import { createServer, type AddressInfo, type Server } from 'node:net'
 import { networkInterfaces } from 'node:os'
 import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { test } from '@japa/runner'
 import { agentPaths } from '#runtime/agent_paths'
 import { gatewayTokenFor } from '#runtime/credentials'
@@ -15,34 +13,10 @@ import {
   agentNetworkUnavailable,
   netnsName,
 } from '#runtime/process/agent_network/agent_networks'
+import { dial, PRIVATE_LAN, startPrivateLan } from '#tests/helpers/private_lan'
 import { fixtureSpec, processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
 
-const run = promisify(execFile)
 const unavailable = agentNetworkUnavailable()
-
-/** A private-range network of this machine only: a namespace with an address behind a veth pair. */
-const LAN = {
-  name: 'ahtest-lan',
-  host: '192.168.251.1',
-  peer: '192.168.251.2',
-  veth: 'ahtestlan0',
-}
-
-/** Outcome of a TCP connection: `connected`, an error code, or `timeout` (dropped). */
-function dial(host: string, port: number, timeoutMs = 3000): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = connect(port, host)
-    socket.setTimeout(timeoutMs, () => {
-      socket.destroy()
-      resolve('timeout')
-    })
-    socket.once('connect', () => {
-      socket.destroy()
-      resolve('connected')
-    })
-    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'))
-  })
-}
 
 /** The same dial, from inside the agent: a script run by its own shell. */
 const PROBE = `
@@ -59,7 +33,7 @@ Promise.all(targets.map(([host, port]) => new Promise((resolve) => {
 /** The host's first IPv4 address off loopback and off the agents' bridge. */
 function hostAddress(): string | undefined {
   for (const [name, addresses] of Object.entries(networkInterfaces())) {
-    if (name === 'lo' || name === BRIDGE || name === LAN.veth) continue
+    if (name === 'lo' || name === BRIDGE || name === PRIVATE_LAN.veth) continue
     const found = addresses?.find((entry) => entry.family === 'IPv4' && !entry.internal)
     if (found) return found.address
   }
@@ -101,47 +75,6 @@ test.group('Agent network: a namespace per agent (process driver)', (group) => {
     return JSON.parse(result.stdout) as string[]
   }
 
-  /** A private-range address on this machine (ONLY here), serving one TCP port. */
-  async function privateLan(): Promise<number> {
-    await run('ip', ['netns', 'add', LAN.name])
-    closers.push(() => run('ip', ['netns', 'del', LAN.name]).catch(() => undefined))
-    await run('ip', [
-      'link',
-      'add',
-      LAN.veth,
-      'type',
-      'veth',
-      'peer',
-      'name',
-      'eth0',
-      'netns',
-      LAN.name,
-    ])
-    closers.push(() => run('ip', ['link', 'del', LAN.veth]).catch(() => undefined))
-    await run('ip', ['addr', 'add', `${LAN.host}/30`, 'dev', LAN.veth])
-    await run('ip', ['link', 'set', LAN.veth, 'up'])
-    await run('ip', ['-n', LAN.name, 'addr', 'add', `${LAN.peer}/30`, 'dev', 'eth0'])
-    await run('ip', ['-n', LAN.name, 'link', 'set', 'eth0', 'up'])
-    await run('ip', ['-n', LAN.name, 'link', 'set', 'lo', 'up'])
-    const port = 7341
-    const lan = await import('node:child_process').then(({ spawn }) =>
-      spawn('nsenter', [
-        `--net=/run/netns/${LAN.name}`,
-        'socat',
-        `TCP-LISTEN:${port},bind=${LAN.peer},reuseaddr,fork`,
-        'SYSTEM:echo lan',
-      ])
-    )
-    closers.push(() => lan.kill('SIGKILL'))
-    for (
-      let attempt = 0;
-      attempt < 50 && (await dial(LAN.peer, port, 500)) !== 'connected';
-      attempt++
-    )
-      await new Promise((resolve) => setTimeout(resolve, 100))
-    return port
-  }
-
   test(
     "from the agent's shell only the model proxy answers: not the host's loopback services, its own addresses, a private range or another agent"
   )
@@ -166,7 +99,7 @@ test.group('Agent network: a namespace per agent (process driver)', (group) => {
       })
       const hostPort = await listen(hostService, '0.0.0.0')
       closers.push(() => hostService.close())
-      const lanPort = await privateLan()
+      closers.push(await startPrivateLan())
 
       const mine = randomUUID()
       const theirs = randomUUID()
@@ -187,7 +120,7 @@ test.group('Agent network: a namespace per agent (process driver)', (group) => {
         ["the service's port", '127.0.0.1', Number(process.env.PORT)],
         ["another agent's gateway", theirGateway.hostname, Number(theirGateway.port)],
         ['a host service on the agents bridge address', bridge, hostPort],
-        ['a private-range address of this machine', LAN.peer, lanPort],
+        ['a private-range address of this machine', PRIVATE_LAN.peer, PRIVATE_LAN.port],
         ...(ownAddress
           ? ([["a host service on the host's own address", ownAddress, hostPort]] as Array<
               [string, string, number]

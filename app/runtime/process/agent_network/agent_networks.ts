@@ -70,11 +70,16 @@ export function agentNetworkSettings(
   if (env.AGENT_NETWORK === 'host') return undefined
   return {
     cidr: env.AGENT_NETWORK_CIDR || DEFAULT_AGENT_NETWORK_CIDR,
-    allow: (env.AGENT_NETWORK_ALLOW ?? '')
-      .split(',')
-      .map((entry) => entry.trim())
-      .filter(Boolean),
+    allow: agentNetworkAllowList(env),
   }
+}
+
+/** AGENT_NETWORK_ALLOW: private CIDRs agents may still reach (both drivers). */
+export function agentNetworkAllowList(env: NodeJS.ProcessEnv = process.env): string[] {
+  return (env.AGENT_NETWORK_ALLOW ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean)
 }
 
 /** Why agents cannot get namespaces here, or undefined when they can. */
@@ -344,8 +349,8 @@ async function namespaceAddress(name: string): Promise<string | undefined> {
 }
 
 /** The host's directly connected IPv4 subnets other than the agents' bridge. */
-async function connectedSubnets(): Promise<string[]> {
-  const { stdout } = await ip('-j', '-4', 'route', 'show', 'scope', 'link')
+export async function connectedSubnets(): Promise<string[]> {
+  const { stdout } = await run(IP ?? 'ip', ['-j', '-4', 'route', 'show', 'scope', 'link'])
   const routes = JSON.parse(stdout) as Array<{ dst?: string; dev?: string }>
   return routes
     .filter((route) => route.dev !== BRIDGE && route.dst && route.dst !== 'default')
