@@ -3,6 +3,7 @@ import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import { DockerDriver, type ImageSource } from '#runtime/docker/docker_driver'
 import { ProcessDriver } from '#runtime/process/process_driver'
 import type { SandboxMode } from '#runtime/process/sandbox'
+import { agentNetworkSettings } from '#runtime/process/agent_network/agent_networks'
 import { SwarmDriver } from '#runtime/swarm/swarm_driver'
 import type { ContainerDriver } from '#runtime/types'
 
@@ -38,6 +39,7 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
         checkpoints: process.env.AGENT_CHECKPOINT !== 'off',
         checkpointDiskMb: Number(process.env.AGENT_CHECKPOINT_DISK_MB) || undefined,
         sandbox: (process.env.AGENT_SANDBOX || undefined) as SandboxMode | undefined,
+        network: agentNetworkSettings() ?? null,
         log: settings.log,
         warn: settings.warn,
       })

@@ -522,7 +522,7 @@ export class RuntimeService {
     // Queued, starting or asleep (the owner wants it on; CONTRACT: no 409):
     // the stored tail now, then the live lines once its container runs.
     const driver = this.driver
-    const stored = await driver.logs(agentId, Math.max(0, options.tail ?? 0)).catch(() => [])
+    const stored = await driver.logs(agentId, Math.max(0, options.tail ?? 0)).catch((): string[] => [])
     const signal = options.signal
     return (async function* () {
       for (const line of stored) yield redact(line)
@@ -534,7 +534,7 @@ export class RuntimeService {
       }
       // Catch up on what it wrote between its start and this look (lines carry
       // timestamps, so the last line seen marks where the stored tail ended).
-      const recent = await driver.logs(agentId, LOG_CATCH_UP_LINES).catch(() => [])
+      const recent = await driver.logs(agentId, LOG_CATCH_UP_LINES).catch((): string[] => [])
       const lastSeen = stored.length ? recent.lastIndexOf(stored[stored.length - 1]) : -1
       const missed = recent.length - lastSeen - 1
       for await (const line of driver.followLogs(agentId, { tail: missed, signal })) {

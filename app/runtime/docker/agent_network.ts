@@ -1,8 +1,16 @@
 import { execFile } from 'node:child_process'
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { promisify } from 'node:util'
 import type Docker from 'dockerode'
+import {
+  isLoopbackUrl,
+  startModelProxyRelay,
+  type ModelProxyRelay,
+} from '#runtime/model_proxy_relay'
+import {
+  agentNetworkAllowList,
+  connectedSubnets,
+} from '#runtime/process/agent_network/agent_networks'
+import { BLOCKED_RANGES } from '#runtime/process/agent_network/host_rules'
 
 const run = promisify(execFile)
 
@@ -10,14 +18,12 @@ const run = promisify(execFile)
 export const HOST_ALIAS = 'host.docker.internal'
 /** Our own chain in the host's INPUT: what agent networks may reach on the host itself. */
 const CHAIN = 'AGENT-HOST-INPUT'
+/** Our own chain in DOCKER-USER (the head of FORWARD): where agent networks may not go. */
+const FORWARD_CHAIN = 'AGENT-HOST-FORWARD'
 
 /** Linux interface name of an agent network's bridge (15 characters at most). */
 export function bridgeName(agentId: string): string {
   return `ah-${agentId.replaceAll('-', '').slice(0, 12)}`
-}
-
-function isLoopback(url: URL) {
-  return ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname)
 }
 
 /**
@@ -29,14 +35,19 @@ function isLoopback(url: URL) {
  * - agents get the model proxy at `http://host.docker.internal:<relay>/v1`;
  * - when this process may (root, iptables), each agent bridge may reach
  *   the host only at the relay's port (replies to the host's own
- *   connections pass): the host's other services are rejected. The
- *   internet stays reachable (forwarded, not INPUT).
+ *   connections pass): the host's other services are rejected;
+ * - forwarded, the agent bridge reaches neither private, link-local nor
+ *   CGNAT ranges nor the host's own subnets (AGENT_NETWORK_ALLOW excepted),
+ *   the same list as the process driver's (host_rules.ts); the internet
+ *   stays reachable. Other agents' containers sit on other bridges, which
+ *   the engine's own isolation chains keep apart (and inside its bridge an
+ *   agent has no neighbour: icc off).
  * A remote engine (DOCKER_HOST over TCP) is another machine: its firewall
  * is its operator's, and APP_URL must be reachable from it.
  */
 export class AgentNetworkGuard {
   /** One relay per service origin (one in production; tests run several). */
-  readonly #relays = new Map<string, Promise<{ host: string; port: number; server: http.Server }>>()
+  readonly #relays = new Map<string, Promise<ModelProxyRelay>>()
   #firewall?: Promise<boolean>
 
   constructor(
@@ -47,7 +58,7 @@ export class AgentNetworkGuard {
   /** The model proxy URL a container uses, and the extra hosts it needs. */
   async modelProxyFor(baseUrl: string): Promise<{ baseUrl: string; extraHosts: string[] }> {
     const target = new URL(baseUrl)
-    if (!isLoopback(target) || !localEngine()) return { baseUrl, extraHosts: [] }
+    if (!isLoopbackUrl(target) || !localEngine()) return { baseUrl, extraHosts: [] }
     const relay = await this.#startRelay(target)
     const local = new URL(baseUrl)
     local.hostname = HOST_ALIAS
@@ -64,51 +75,13 @@ export class AgentNetworkGuard {
     const relay = (async () => {
       const bridge = await this.docker.getNetwork('bridge').inspect()
       const host = bridge.IPAM?.Config?.[0]?.Gateway ?? '172.17.0.1'
-      const server = http.createServer((request, response) => {
-        if (!request.url?.startsWith('/v1/')) {
-          response.writeHead(404, { 'content-type': 'application/json' })
-          response.end(
-            '{"success":false,"error":"Only the model proxy is reachable from agents","code":"NOT_FOUND"}'
-          )
-          return
-        }
-        const upstream = http.request(
-          {
-            host:
-              target.hostname === 'localhost'
-                ? '127.0.0.1'
-                : target.hostname.replace(/^\[|\]$/g, ''),
-            port: target.port || 80,
-            method: request.method,
-            path: request.url,
-            headers: request.headers,
-          },
-          (answer) => {
-            response.writeHead(answer.statusCode ?? 502, answer.headers)
-            answer.pipe(response)
-          }
-        )
-        upstream.once('error', () => {
-          if (!response.headersSent) response.writeHead(502)
-          response.end()
-        })
-        request.pipe(upstream)
+      const started = await startModelProxyRelay({
+        host,
+        target,
+        preferredPort: Number(target.port) || 80,
       })
-      // The service's own port number when free there: running containers keep the address
-      // they were given across service restarts.
-      const listen = (port: number) =>
-        new Promise<void>((resolve, reject) => {
-          server.once('error', reject)
-          server.listen(port, host, () => {
-            server.off('error', reject)
-            resolve()
-          })
-        })
-      await listen(Number(target.port) || 80).catch(() => listen(0))
-      server.unref()
-      const port = (server.address() as AddressInfo).port
-      this.log(`model proxy relay for agent containers on ${host}:${port}`)
-      return { host, port, server }
+      this.log(`model proxy relay for agent containers on ${host}:${started.port}`)
+      return started
     })()
     this.#relays.set(target.origin, relay)
     return relay
@@ -135,17 +108,25 @@ export class AgentNetworkGuard {
       await rule('-p', 'tcp', '-d', relay.host, '--dport', String(relay.port), '-j', 'ACCEPT')
     }
     await rule('-j', 'REJECT')
+    const forward = (...match: string[]) => iptables('-A', FORWARD_CHAIN, '-i', bridge, ...match)
+    await forward('-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', '-j', 'RETURN')
+    for (const range of agentNetworkAllowList()) await forward('-d', range, '-j', 'RETURN')
+    for (const range of [...BLOCKED_RANGES, ...(await connectedSubnets())]) {
+      await forward('-d', range, '-j', 'REJECT')
+    }
     return true
   }
 
   /** Removes the agent's rules (network removed). */
   async release(agentId: string) {
     if (!(await this.#firewallReady())) return
-    const { stdout } = await run('iptables', ['-w', '-S', CHAIN])
     const bridge = bridgeName(agentId)
-    for (const rule of stdout.split('\n')) {
-      if (!rule.startsWith(`-A ${CHAIN} `) || !rule.includes(` -i ${bridge} `)) continue
-      await iptables('-D', ...rule.slice(3).split(' '))
+    for (const chain of [CHAIN, FORWARD_CHAIN]) {
+      const { stdout } = await run('iptables', ['-w', '-S', chain])
+      for (const rule of stdout.split('\n')) {
+        if (!rule.startsWith(`-A ${chain} `) || !rule.includes(` -i ${bridge} `)) continue
+        await iptables('-D', ...rule.slice(3).split(' '))
+      }
     }
   }
 
@@ -159,6 +140,17 @@ export class AgentNetworkGuard {
           () => false
         )
         if (!check) await iptables('-I', 'INPUT', '-j', CHAIN)
+        await run('iptables', ['-w', '-N', FORWARD_CHAIN]).catch(() => {})
+        // DOCKER-USER is the engine's place for rules of our own, ahead of its own forwarding.
+        const head = await run('iptables', ['-w', '-S', 'DOCKER-USER']).then(
+          () => 'DOCKER-USER',
+          () => 'FORWARD'
+        )
+        const jumps = await run('iptables', ['-w', '-C', head, '-j', FORWARD_CHAIN]).then(
+          () => true,
+          () => false
+        )
+        if (!jumps) await iptables('-I', head, '-j', FORWARD_CHAIN)
         return true
       } catch (error) {
         this.log(`agent networks are not confined: ${(error as Error).message}`)

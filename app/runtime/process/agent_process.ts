@@ -55,6 +55,11 @@ export interface PreparedLaunch {
   gid?: number
   env: Record<string, string>
   port: number
+  /**
+   * Where the service reaches the gateway: the agent's address in its own
+   * network namespace (app/runtime/process/agent_network); unset: 127.0.0.1.
+   */
+  gatewayHost?: string
   memoryLimitMb: number
   /**
    * The agent's own cgroups (app/runtime/process/cgroups.ts): the kernel
@@ -76,6 +81,8 @@ export interface PreparedLaunch {
     uid: number
     /** This launch's fingerprint: a checkpoint of another launch is never restored. */
     fingerprint: string
+    /** Runs CRIU inside the agent's network namespace, where the launch ran (when it has one). */
+    enter?: Wrap
   }
 }
 
@@ -89,6 +96,7 @@ export interface PreparedLaunch {
 const CGROUP_GATE = ['-c', 'read -r _ && exec "$@" </dev/null', 'agent-cgroup-gate']
 
 type Emit = (event: RuntimeEvent) => void
+type Wrap = (launch: { command: string; args: string[] }) => { command: string; args: string[] }
 
 /** Longest a restore may take before it counts as failed (a restore of 1 GB takes ~1-2 s). */
 const RESTORE_TIMEOUT_MS = 30_000
@@ -188,6 +196,11 @@ export class AgentProcess {
     return this.record?.port ?? this.prepared?.port
   }
 
+  /** Where the service reaches the gateway (see PreparedLaunch.gatewayHost). */
+  get host(): string {
+    return this.record?.host ?? this.prepared?.gatewayHost ?? '127.0.0.1'
+  }
+
   isLive(): boolean {
     return this.state === 'running' || this.state === 'starting' || this.state === 'restarting'
   }
@@ -200,7 +213,7 @@ export class AgentProcess {
       state: this.state,
       containerId: this.record?.containerId ?? null,
       framework: this.prepared?.framework ?? this.record?.framework ?? null,
-      baseUrl: live && this.port ? `http://127.0.0.1:${this.port}` : null,
+      baseUrl: live && this.port ? `http://${this.host}:${this.port}` : null,
       startedAt: live && this.record ? new Date(this.record.startedAt) : null,
       restartCount: this.restartCount,
       lastError: this.lastError,
@@ -286,14 +299,15 @@ export class AgentProcess {
       await checkpoint.store.discard()
       return false
     }
-    const child = this.#launch(
-      checkpoint.store.restoreCommand({
-        uid: checkpoint.uid,
-        rootDir: checkpoint.rootDir,
-        pidFile,
-      }),
-      { cwd: this.paths.runtime, inheritFiles: [] }
-    )
+    const restoreCommand = checkpoint.store.restoreCommand({
+      uid: checkpoint.uid,
+      rootDir: checkpoint.rootDir,
+      pidFile,
+    })
+    const child = this.#launch(checkpoint.enter?.(restoreCommand) ?? restoreCommand, {
+      cwd: this.paths.runtime,
+      inheritFiles: [],
+    })
     const restored =
       !(child instanceof Error) && (await this.#watch(generation, child, prepared, { pidFile }))
     if (restored) {
@@ -418,6 +432,7 @@ export class AgentProcess {
       pid: child.pid,
       startTime: stat?.startTime ?? 0,
       port: prepared.port,
+      ...(prepared.gatewayHost ? { host: prepared.gatewayHost } : {}),
       containerId,
       startedAt: new Date().toISOString(),
       restartCount: this.restartCount,
@@ -431,8 +446,8 @@ export class AgentProcess {
     this.state = 'running'
     this.logFile.note(
       restore
-        ? `restored ${prepared.framework} from its checkpoint under process ${child.pid} on 127.0.0.1:${prepared.port}`
-        : `started ${prepared.framework} as process ${child.pid} on 127.0.0.1:${prepared.port}`
+        ? `restored ${prepared.framework} from its checkpoint under process ${child.pid} on ${this.host}:${prepared.port}`
+        : `started ${prepared.framework} as process ${child.pid} on ${this.host}:${prepared.port}`
     )
     this.emit({
       type: 'started',
@@ -649,6 +664,7 @@ export class AgentProcess {
     const result = await checkpoint.store.dump({
       pid: framework[0],
       uid: checkpoint.uid,
+      enter: checkpoint.enter,
       meta: {
         fingerprint: checkpoint.fingerprint,
         framework: this.prepared!.framework,

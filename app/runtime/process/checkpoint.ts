@@ -143,6 +143,8 @@ export class AgentCheckpoint {
   async dump(options: {
     pid: number
     uid: number
+    /** Runs CRIU in the agent's network namespace (CRIU then leaves that namespace out). */
+    enter?: (launch: { command: string; args: string[] }) => { command: string; args: string[] }
     meta: Omit<CheckpointMeta, 'bytes' | 'createdAt' | 'compressed'>
     timeoutMs?: number
   }): Promise<{ meta?: CheckpointMeta; error?: string }> {
@@ -151,11 +153,12 @@ export class AgentCheckpoint {
     const partial = `${this.dir}.partial`
     await this.discard()
     await mkdir(partial, { recursive: true, mode: 0o700 })
-    const run = asAgent(options.uid, binary, [
+    const dump = asAgent(options.uid, binary, [
       'dump',
       ...['-t', String(options.pid), '-D', partial, '-o', 'dump.log', '-v1'],
       ...COMMON,
     ])
+    const run = options.enter?.(dump) ?? dump
     const code = await exitCode(run.command, run.args, options.timeoutMs ?? 60_000)
     if (code !== 0) {
       const error = await lastErrors(join(partial, 'dump.log'))

@@ -40,6 +40,8 @@ import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
 import { buildChildEnv } from '#runtime/process/child_env'
 import { LogFile } from '#runtime/process/log_file'
 import { allocatePort } from '#runtime/process/ports'
+import { AgentNetworking } from '#runtime/process/agent_network/agent_networking'
+import type { AgentNetworkSettings } from '#runtime/process/agent_network/agent_networks'
 import {
   deleteRecord,
   isRecordedProcessAlive,
@@ -91,6 +93,12 @@ export interface ProcessDriverOptions {
   checkpointDiskMb?: number
   /** AGENT_SANDBOX: the agents' sandbox (app/runtime/process/sandbox.ts); default auto. */
   sandbox?: SandboxMode
+  /**
+   * Each agent in a network namespace of its own (app/runtime/process/agent_network):
+   * default from AGENT_NETWORK, AGENT_NETWORK_CIDR and AGENT_NETWORK_ALLOW; null keeps
+   * the host's network.
+   */
+  network?: AgentNetworkSettings | null
   /** The service's log. */
   log?: (message: string, detail?: Record<string, unknown>) => void
   /** The service's log at warning level (default: log). */
@@ -241,9 +249,11 @@ export class ProcessDriver implements ContainerDriver {
   readonly #pythonPackages: PythonPackageCache
   readonly #settings: SupervisorSettings
   readonly #node: string
+  readonly #network: AgentNetworking
 
   constructor(private readonly options: ProcessDriverOptions) {
     this.#node = options.nodeExecutable ?? process.execPath
+    this.#network = new AgentNetworking(options.network, (message) => this.#log(message))
     this.#packages = new PackageCache({
       cacheDir: options.cacheDir,
       nodeExecutable: this.#node,
@@ -347,10 +357,11 @@ export class ProcessDriver implements ContainerDriver {
         taken: this.#takenPorts(spec.agentId),
       }))
 
+    const network = await this.#network.prepare(spec.agentId, spec.modelProxy)
     const context = {
       agentId: spec.agentId,
       config: spec.config,
-      modelProxy: spec.modelProxy,
+      modelProxy: network.modelProxy,
       driver: 'process' as const,
       port,
       gatewayToken,
@@ -425,11 +436,13 @@ export class ProcessDriver implements ContainerDriver {
     })
     agent.prepared = {
       framework: plugin.name,
-      launch: { ...launch, command: sandboxed.command, args: sandboxed.args },
+      // Whatever the sandbox, the launch runs in the agent's network namespace.
+      launch: { ...launch, ...network.enter(sandboxed) },
       uid: sandboxed.uid,
       gid: sandboxed.gid,
       env,
       port,
+      gatewayHost: network.address,
       memoryLimitMb,
       cgroup,
       inheritFiles: sandboxed.inheritFiles,
@@ -445,6 +458,7 @@ export class ProcessDriver implements ContainerDriver {
               env,
               rendered,
             }),
+            enter: network.enter,
           }
         : undefined,
     }
@@ -500,6 +514,10 @@ export class ProcessDriver implements ContainerDriver {
     return this.#exclusive(agentId, async () => {
       if (this.#stopping) throw new ServiceUnavailableException('The service is shutting down')
       const agent = this.#agent(agentId)
+      // A stop or sleep took its namespace away: made again (the same name, maybe another address).
+      if (agent.prepared && !agent.isLive()) {
+        agent.prepared.gatewayHost = (await this.#network.restore(agentId)) ?? undefined
+      }
       await agent.start()
       return agent.info()
     })
@@ -516,6 +534,7 @@ export class ProcessDriver implements ContainerDriver {
     if (room) await options.beforeCheckpoint?.()
     await this.#exclusive(agentId, async () => {
       if (!room || !agent?.isLive() || !(await agent.hibernate())) return this.#stop(agentId)
+      await this.#network.teardown(agentId)
       this.#emit({ type: 'stopped', agentId, at: new Date() })
     })
     if (room) await this.#keepCheckpointsWithinBudget(agentId)
@@ -604,6 +623,7 @@ export class ProcessDriver implements ContainerDriver {
     if (agent) {
       const wasLive = agent.isLive()
       await agent.stop()
+      await this.#network.teardown(agentId)
       if (wasLive) this.#emit({ type: 'stopped', agentId, at: new Date() })
       return
     }
@@ -614,6 +634,7 @@ export class ProcessDriver implements ContainerDriver {
       await killRecordedProcess(record, this.#settings.stopGraceMs)
       await deleteRecord(paths.recordFile)
     }
+    await this.#network.teardown(agentId)
     const bases = cgroupBases()
     if (bases) await new AgentCgroup(agentId, bases).release()
   }
@@ -640,7 +661,7 @@ export class ProcessDriver implements ContainerDriver {
       state: alive ? 'running' : existsSync(paths.root) ? 'stopped' : 'absent',
       containerId: alive ? record.containerId : null,
       framework: record?.framework ?? null,
-      baseUrl: alive ? `http://127.0.0.1:${record.port}` : null,
+      baseUrl: alive ? `http://${record.host ?? '127.0.0.1'}:${record.port}` : null,
       startedAt: alive ? new Date(record.startedAt) : null,
       restartCount: alive ? record.restartCount : 0,
       lastError: null,
@@ -725,12 +746,17 @@ export class ProcessDriver implements ContainerDriver {
       this.#log(`agent ${agentId}: killed processes ${strays.join(', ')} of an agent that is gone`)
       if (!stopped.includes(agentId)) stopped.push(agentId)
     }
+    // Namespaces nothing runs in (agents gone, or left by a crash of the service).
+    await this.#network.sweep(
+      (agentId) => keep.has(agentId) && this.#agents.get(agentId)?.isLive() === true
+    )
     return stopped
   }
 
   async close(): Promise<void> {
     for (const agent of this.#agents.values()) agent.detach()
     this.#agents.clear()
+    await this.#network.close()
   }
 
   /**

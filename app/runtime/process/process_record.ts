@@ -11,6 +11,8 @@ export interface ProcessRecord {
   /** From /proc/<pid>/stat: with the pid, names this very process (pids are reused). */
   startTime: number
   port: number
+  /** Where the service reaches it, when not 127.0.0.1 (its network namespace's address). */
+  host?: string
   containerId: string
   startedAt: string
   restartCount: number

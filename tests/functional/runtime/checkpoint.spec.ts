@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto'
-import { existsSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Assert } from '@japa/assert'
 import { test } from '@japa/runner'
 import { agentPaths } from '#runtime/agent_paths'
+import { agentNetworkUnavailable, netnsName } from '#runtime/process/agent_network/agent_networks'
 import { compressesCheckpoints, criu } from '#runtime/process/checkpoint'
 import { childPids } from '#runtime/process/proc_stats'
 import { markedProcesses, readRecord } from '#runtime/process/process_record'
@@ -106,6 +107,11 @@ test.group('Runtime / checkpointed sleep and wake (process driver, CRIU)', (grou
     assert.match(status, new RegExp(`^Uid:\\s+${agentUid(agentId)}\\s`, 'm'))
     assert.match(status, /^NoNewPrivs:\s+1$/m)
     assert.match(status, /^Seccomp:\s+2$/m)
+    if (!agentNetworkUnavailable()) {
+      // In the agent's own network namespace, which the wake made again.
+      const netns = statSync(`/run/netns/${netnsName(agentId)}`).ino
+      assert.equal(readlinkSync(`/proc/${after.pid}/ns/net`), `net:[${netns}]`)
+    }
 
     // Restored, it stops like any other run, leaving nothing behind.
     const record = await readRecord(agentPaths(harness.agentsDir, agentId).recordFile)

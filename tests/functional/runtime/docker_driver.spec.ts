@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import http from 'node:http'
 import net, { type AddressInfo } from 'node:net'
@@ -11,6 +11,7 @@ import { dockerNames } from '#runtime/docker/container_spec'
 import { demuxDockerLogs } from '#runtime/docker/docker_streams'
 import { DockerDriver, dockerConfigured } from '#runtime/docker/docker_driver'
 import { RuntimeService } from '#runtime/runtime_service'
+import { dial, PRIVATE_LAN, startPrivateLan } from '#tests/helpers/private_lan'
 import { fixtureSpec, testRegistry } from '#tests/helpers/runtime'
 
 let reported = false
@@ -123,9 +124,40 @@ test.group('Runtime / docker driver against a live engine', (group) => {
       })
       await new Promise<void>((resolve) => service.listen(0, '127.0.0.1', resolve))
       // Another service of the host, listening on every interface.
-      const other = net.createServer((socket) => socket.end('leaked\n'))
+      const other = net.createServer((socket) => {
+        socket.on('error', () => undefined)
+        socket.end('leaked\n')
+      })
       await new Promise<void>((resolve) => other.listen(0, '0.0.0.0', resolve))
+      const otherPort = (other.address() as AddressInfo).port
+      // As root: a private-range address of this machine and the host's own address, both
+      // first reached from the host.
+      const asRoot = process.getuid?.() === 0
+      const removeLan = asRoot ? await startPrivateLan() : undefined
+      const ownAddress = Object.entries(networkInterfaces())
+        .filter(
+          ([name]) => name !== 'lo' && !name.startsWith('docker') && name !== PRIVATE_LAN.veth
+        )
+        .flatMap(([, entries]) => entries ?? [])
+        .find((entry) => entry.family === 'IPv4' && !entry.internal)?.address
+      const reached: Array<[string, string, number]> = asRoot
+        ? [
+            ['a private-range address of this machine', PRIVATE_LAN.peer, PRIVATE_LAN.port],
+            ...(ownAddress
+              ? [
+                  ["a host service on the host's own address", ownAddress, otherPort] as [
+                    string,
+                    string,
+                    number,
+                  ],
+                ]
+              : []),
+          ]
+        : []
       try {
+        for (const [what, host, port] of reached) {
+          assert.equal(await dial(host, port), 'connected', `${what} answers the host`)
+        }
         const agentId = randomUUID()
         created.push(agentId)
         const spec = fixtureSpec(agentId)
@@ -142,11 +174,17 @@ test.group('Runtime / docker driver against a live engine', (group) => {
           out.proxy = await fetch(model + '/models').then(async (r) => { const text = await r.text(); try { return JSON.parse(text) } catch { return r.status + ' ' + text } }, (e) => String(e))
           out.other = await fetch(model.slice(0, -'/v1'.length) + '/health').then((r) => r.status, (e) => String(e))
           out.hostService = await new Promise((resolve) => {
-            const socket = net.connect(${(other.address() as AddressInfo).port}, 'host.docker.internal')
+            const socket = net.connect(${otherPort}, 'host.docker.internal')
             socket.setTimeout(3000, () => { socket.destroy(); resolve('timeout') })
             socket.once('data', (data) => resolve(String(data).trim()))
             socket.once('error', (error) => resolve(error.code))
           })
+          out.reached = await Promise.all(${JSON.stringify(reached.map(([, host, port]) => [host, port]))}.map(([host, port]) => new Promise((resolve) => {
+            const socket = net.connect(port, host)
+            socket.setTimeout(3000, () => { socket.destroy(); resolve('timeout') })
+            socket.once('connect', () => { socket.destroy(); resolve('connected') })
+            socket.once('error', (error) => resolve(error.code))
+          })))
           console.log(JSON.stringify(out))`
         )
         const result = JSON.parse(probe)
@@ -160,10 +198,18 @@ test.group('Runtime / docker driver against a live engine', (group) => {
             'the host’s other services are out of reach'
           )
           assert.oneOf(result.hostService, ['ECONNREFUSED', 'EHOSTUNREACH', 'timeout'])
+          reached.forEach(([what, host, port], index) => {
+            assert.oneOf(
+              result.reached[index],
+              ['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'timeout'],
+              `${what} (${host}:${port}) from the container`
+            )
+          })
         }
       } finally {
         service.close()
         other.close()
+        await removeLan?.()
       }
     })
 })

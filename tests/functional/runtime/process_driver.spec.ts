@@ -55,7 +55,8 @@ test.group('Runtime / process driver lifecycle', (group) => {
     assert.equal(started.driver, 'process')
     assert.oneOf(started.state, ['running', 'starting'])
     assert.match(started.containerId!, /^proc-[0-9a-f]{12}$/)
-    assert.match(started.baseUrl!, /^http:\/\/127\.0\.0\.1:\d+$/)
+    // The host's loopback, or the agent's address in its own network namespace (as root).
+    assert.match(started.baseUrl!, /^http:\/\/(127\.0\.0\.1|\d+\.\d+\.\d+\.\d+):\d+$/)
 
     await harness.runtime.waitUntilReady(agentId, { timeoutMs: 15_000 })
     assert.isTrue(await harness.runtime.isRunning(agentId))

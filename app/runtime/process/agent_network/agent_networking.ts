@@ -1,0 +1,83 @@
+import {
+  AgentNetworks,
+  agentNetworkSettings,
+  agentNetworkUnavailable,
+  enterNetns,
+  type AgentNetworkSettings,
+} from '#runtime/process/agent_network/agent_networks'
+
+type Launch = { command: string; args: string[] }
+type Wrap = (launch: Launch) => Launch
+
+/** What a launch needs of the agent's network. */
+export interface PreparedNetwork {
+  /** Where the service reaches the gateway; unset: the host's loopback (shared network). */
+  address?: string
+  /** The model proxy as the agent reaches it. */
+  modelProxy: { baseUrl: string; token: string; model: string }
+  /** Wraps a launch (the framework's, CRIU's) so that it runs in the agent's namespace. */
+  enter: Wrap
+}
+
+const unchanged: Wrap = (launch) => ({ command: launch.command, args: launch.args })
+let sharedNetworkSaid = false
+
+/**
+ * The process driver's side of agent networks: a namespace per agent where
+ * the host allows it (root, iproute2, nftables, nsenter) and AGENT_NETWORK
+ * is not `host`; otherwise agents share the host's network, as the log says
+ * once. Every sandbox mode gets the same: the driver wraps whatever launch
+ * the sandbox made with `enter`.
+ */
+export class AgentNetworking {
+  readonly networks?: AgentNetworks
+
+  constructor(
+    settings: AgentNetworkSettings | null | undefined,
+    private readonly log: (message: string) => void
+  ) {
+    const chosen = settings === undefined ? agentNetworkSettings() : (settings ?? undefined)
+    const unavailable = chosen ? agentNetworkUnavailable() : 'AGENT_NETWORK=host'
+    if (chosen && !unavailable) this.networks = new AgentNetworks(chosen, log)
+    else if (!sharedNetworkSaid) {
+      sharedNetworkSaid = true
+      log(
+        `agents share the host's network (${unavailable}): they reach its loopback services and each other`
+      )
+    }
+  }
+
+  async prepare(
+    agentId: string,
+    modelProxy: PreparedNetwork['modelProxy']
+  ): Promise<PreparedNetwork> {
+    if (!this.networks) return { modelProxy, enter: unchanged }
+    const netns = await this.networks.prepare(agentId)
+    return {
+      address: netns.address,
+      modelProxy: { ...modelProxy, baseUrl: await this.networks.modelProxyFor(modelProxy.baseUrl) },
+      enter: (launch) => enterNetns(netns.path, launch),
+    }
+  }
+
+  /** Makes the agent's namespace again before a start (a stop took it); its address. */
+  async restore(agentId: string): Promise<string | undefined> {
+    if (!this.networks) return undefined
+    const netns = await this.networks.prepare(agentId)
+    return netns.address
+  }
+
+  async teardown(agentId: string): Promise<void> {
+    await this.networks?.teardown(agentId)
+  }
+
+  /** Removes idle namespaces of agents not in use here (boot, sweeps). */
+  async sweep(inUse: (agentId: string) => boolean): Promise<void> {
+    const removed = (await this.networks?.sweepIdle(inUse)) ?? []
+    if (removed.length) this.log(`removed idle agent network namespaces: ${removed.join(', ')}`)
+  }
+
+  async close(): Promise<void> {
+    await this.networks?.close()
+  }
+}

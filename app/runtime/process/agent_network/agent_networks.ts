@@ -1,0 +1,366 @@
+import { execFile, spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { existsSync } from 'node:fs'
+import { mkdir, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import {
+  isLoopbackUrl,
+  startModelProxyRelay,
+  type ModelProxyRelay,
+} from '#runtime/model_proxy_relay'
+import {
+  agentAddressCandidates,
+  bridgeAddress,
+  numberToIp,
+  parseCidr,
+  type Ipv4Range,
+} from '#runtime/process/agent_network/addresses'
+import { TABLE, hostRuleset, namespaceRuleset } from '#runtime/process/agent_network/host_rules'
+
+const run = promisify(execFile)
+
+/**
+ * A network namespace per agent on the process driver (docs/security.md
+ * "Agent network"). Each agent's processes run in `ah-<agent id>`, whose
+ * only link is one end of a veth pair; the other end is an isolated port of
+ * the service's agents bridge (`ahagents0`, AGENT_NETWORK_CIDR). From there
+ * an agent reaches the model proxy relay on the bridge address and the
+ * internet, nothing else on the host and no other agent (host_rules.ts).
+ * The service reaches the agent's gateway at the agent's address.
+ *
+ * Sandbox modes never deal with any of it: the launch, a CRIU dump and a
+ * restore are each wrapped by `enter()` (nsenter into the namespace), which
+ * any launcher (bubblewrap, unshare, a plain uid drop) runs under.
+ *
+ * Namespaces and addresses follow from agent ids (every instance of the
+ * service on the host agrees): the address is leased in
+ * /run/agent-host/agent-net/leases (first candidate from a hash of the id,
+ * the next when held). A namespace goes with the agent's stop or delete
+ * (a sleeping agent has none; its wake makes it again) and idle ones are
+ * cleaned at boot (sweepIdle).
+ */
+export const BRIDGE = 'ahagents0'
+const STATE_DIR = '/run/agent-host/agent-net'
+const LEASES = join(STATE_DIR, 'leases')
+const NSENTER = ['/usr/bin/nsenter', '/bin/nsenter'].find((path) => existsSync(path))
+const IP = ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'].find((path) => existsSync(path))
+const NFT = ['/usr/sbin/nft', '/sbin/nft', '/usr/bin/nft'].find((path) => existsSync(path))
+const BRIDGE_TOOL = ['/usr/sbin/bridge', '/sbin/bridge', '/usr/bin/bridge'].find((path) =>
+  existsSync(path)
+)
+const IPTABLES = ['/usr/sbin/iptables', '/sbin/iptables'].find((path) => existsSync(path))
+/** A namespace younger than this may be one another instance is starting an agent in. */
+const SWEEP_MIN_AGE_MS = 60_000
+
+/** Where AGENT_NETWORK_* leave the agents' network. */
+export interface AgentNetworkSettings {
+  /** The agents' bridge range (AGENT_NETWORK_CIDR); default 10.213.0.0/16. */
+  cidr: string
+  /** Private destinations agents may still reach (AGENT_NETWORK_ALLOW, comma-separated CIDRs). */
+  allow: string[]
+}
+
+export const DEFAULT_AGENT_NETWORK_CIDR = '10.213.0.0/16'
+
+/** The settings of the environment; undefined when AGENT_NETWORK=host keeps the host's network. */
+export function agentNetworkSettings(
+  env: NodeJS.ProcessEnv = process.env
+): AgentNetworkSettings | undefined {
+  if (env.AGENT_NETWORK === 'host') return undefined
+  return {
+    cidr: env.AGENT_NETWORK_CIDR || DEFAULT_AGENT_NETWORK_CIDR,
+    allow: agentNetworkAllowList(env),
+  }
+}
+
+/** AGENT_NETWORK_ALLOW: private CIDRs agents may still reach (both drivers). */
+export function agentNetworkAllowList(env: NodeJS.ProcessEnv = process.env): string[] {
+  return (env.AGENT_NETWORK_ALLOW ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean)
+}
+
+/** Why agents cannot get namespaces here, or undefined when they can. */
+export function agentNetworkUnavailable(): string | undefined {
+  if (process.getuid?.() !== 0) return 'the service does not run as root'
+  if (!IP || !NFT || !NSENTER || !BRIDGE_TOOL)
+    return 'iproute2, nftables and nsenter (util-linux) are needed'
+  return undefined
+}
+
+/** An agent's namespace, ready to run in. */
+export interface AgentNetns {
+  name: string
+  /** Its bind mount, for nsenter --net and CRIU. */
+  path: string
+  /** The agent's address: the service reaches its gateway there. */
+  address: string
+}
+
+/** An agent's namespace name: `ah-` and its id (a UUID). */
+const AGENT_NETNS = /^ah-[\da-f]{8}(?:-[\da-f]{4}){3}-[\da-f]{12}$/
+
+export function netnsName(agentId: string): string {
+  return `ah-${agentId}`
+}
+
+/** The host end of the agent's veth pair (15 characters at most). */
+function vethName(agentId: string): string {
+  return `ahv${createHash('sha256').update(agentId).digest('hex').slice(0, 12)}`
+}
+
+async function ip(...args: string[]) {
+  return run(IP!, args)
+}
+
+async function pipeInto(command: string, args: string[], input: string): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['pipe', 'ignore', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (chunk) => (stderr += chunk))
+    child.once('error', reject)
+    child.once('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`${command} ${args.join(' ')}: ${stderr.trim()}`))
+    )
+    child.stdin.end(input)
+  })
+}
+
+/** `{ command, args }` that runs `launch` inside the namespace at `netnsPath`. */
+export function enterNetns(
+  netnsPath: string,
+  launch: { command: string; args: string[] }
+): { command: string; args: string[] } {
+  return { command: NSENTER!, args: [`--net=${netnsPath}`, '--', launch.command, ...launch.args] }
+}
+
+export class AgentNetworks {
+  readonly range: Ipv4Range
+  readonly bridgeAddress: string
+  #ready?: Promise<void>
+  readonly #relays = new Map<string, Promise<ModelProxyRelay>>()
+
+  constructor(
+    private readonly settings: AgentNetworkSettings,
+    private readonly log: (message: string) => void = () => {}
+  ) {
+    this.range = parseCidr(settings.cidr)
+    this.bridgeAddress = bridgeAddress(this.range)
+  }
+
+  /** The bridge and the host's rules, once per process (rewritten at every boot). */
+  ready(): Promise<void> {
+    this.#ready ??= this.#setUpHost().catch((error) => {
+      this.#ready = undefined
+      throw error
+    })
+    return this.#ready
+  }
+
+  async #setUpHost() {
+    const cidr = `${numberToIp(this.range.base)}/${this.range.prefix}`
+    await ip('link', 'add', BRIDGE, 'type', 'bridge').catch(() => undefined)
+    await ip('addr', 'replace', `${this.bridgeAddress}/${this.range.prefix}`, 'dev', BRIDGE)
+    await ip('link', 'set', BRIDGE, 'up')
+    await writeFile('/proc/sys/net/ipv4/ip_forward', '1')
+    await pipeInto(
+      NFT!,
+      ['-f', '-'],
+      hostRuleset({
+        bridge: BRIDGE,
+        bridgeAddress: this.bridgeAddress,
+        cidr,
+        allow: this.settings.allow,
+        connected: await connectedSubnets(),
+        resolvers: await resolvers(),
+      })
+    )
+    // A firewall that drops forwarded traffic by default (Docker's FORWARD policy) would drop
+    // the agents' internet too: our table has already judged it, let it through there.
+    if (IPTABLES) {
+      for (const rule of [
+        ['-i', BRIDGE, '-j', 'ACCEPT'],
+        ['-o', BRIDGE, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '-j', 'ACCEPT'],
+      ]) {
+        const present = await run(IPTABLES, ['-w', '-C', 'FORWARD', ...rule]).then(
+          () => true,
+          () => false
+        )
+        if (!present) await run(IPTABLES, ['-w', '-I', 'FORWARD', ...rule]).catch(() => undefined)
+      }
+    }
+    await mkdir(LEASES, { recursive: true, mode: 0o700 })
+    this.log(`agent networks: one namespace per agent on ${BRIDGE} (${cidr})`)
+  }
+
+  /**
+   * The model proxy URL agents use: a relay on the bridge address that serves
+   * only `/v1/...` and forwards to `baseUrl` when that is on the host's
+   * loopback; a URL elsewhere (APP_URL on another machine) is left as it is.
+   */
+  async modelProxyFor(baseUrl: string): Promise<string> {
+    const target = new URL(baseUrl)
+    if (!isLoopbackUrl(target)) return baseUrl
+    await this.ready()
+    let relay = this.#relays.get(target.origin)
+    if (!relay) {
+      relay = (async () => {
+        const started = await startModelProxyRelay({
+          host: this.bridgeAddress,
+          target,
+          preferredPort: Number(target.port) || 80,
+        })
+        await run(NFT!, [
+          'add',
+          'element',
+          ...TABLE.split(' '),
+          'proxy_ports',
+          `{ ${started.port} }`,
+        ])
+        this.log(`model proxy relay for agents on ${this.bridgeAddress}:${started.port}`)
+        return started
+      })()
+      this.#relays.set(target.origin, relay)
+      relay.catch(() => this.#relays.delete(target.origin))
+    }
+    const { port } = await relay
+    const local = new URL(baseUrl)
+    local.hostname = this.bridgeAddress
+    local.port = String(port)
+    return local.toString().replace(/\/$/, '')
+  }
+
+  /** The agent's namespace, made when it has none (idempotent: a restart or adoption keeps it). */
+  async prepare(agentId: string): Promise<AgentNetns> {
+    await this.ready()
+    const name = netnsName(agentId)
+    const path = `/run/netns/${name}`
+    if (existsSync(path)) {
+      const address = await namespaceAddress(name)
+      if (address) return { name, path, address }
+      // Half made (a crash while preparing it): made again.
+      await this.teardown(agentId)
+    }
+    const address = await this.#lease(agentId)
+    const veth = vethName(agentId)
+    try {
+      await ip('netns', 'add', name)
+      await ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', name)
+      await ip('link', 'set', veth, 'master', BRIDGE)
+      await run(BRIDGE_TOOL!, ['link', 'set', 'dev', veth, 'isolated', 'on'])
+      await ip('link', 'set', veth, 'up')
+      await ip('-n', name, 'addr', 'add', `${address}/${this.range.prefix}`, 'dev', 'eth0')
+      await ip('-n', name, 'link', 'set', 'lo', 'up')
+      await ip('-n', name, 'link', 'set', 'eth0', 'up')
+      await ip('-n', name, 'route', 'add', 'default', 'via', this.bridgeAddress)
+      const inside = enterNetns(path, { command: NFT!, args: ['-f', '-'] })
+      await pipeInto(inside.command, inside.args, namespaceRuleset(this.bridgeAddress))
+      const sysctl = enterNetns(path, {
+        command: '/bin/sh',
+        args: ['-c', 'echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet'],
+      })
+      await run(sysctl.command, sysctl.args)
+    } catch (error) {
+      await this.teardown(agentId)
+      throw new Error(`could not make the agent's network namespace: ${(error as Error).message}`)
+    }
+    return { name, path, address }
+  }
+
+  /** Takes the first free candidate address, atomically (a lease file made exclusively). */
+  async #lease(agentId: string): Promise<string> {
+    for (const address of agentAddressCandidates(this.range, agentId)) {
+      const file = join(LEASES, address)
+      try {
+        await writeFile(file, agentId, { flag: 'wx', mode: 0o600 })
+        return address
+      } catch {
+        const holder = await readFile(file, 'utf8').catch(() => '')
+        if (holder === agentId) return address
+      }
+    }
+    throw new Error(`no free address left in AGENT_NETWORK_CIDR ${this.settings.cidr}`)
+  }
+
+  /** Removes the agent's namespace, its veth pair and its address lease. */
+  async teardown(agentId: string): Promise<void> {
+    const name = netnsName(agentId)
+    if (existsSync(`/run/netns/${name}`)) await ip('netns', 'del', name).catch(() => undefined)
+    await ip('link', 'del', vethName(agentId)).catch(() => undefined)
+    let leases: string[] = []
+    try {
+      leases = await readdir(LEASES)
+    } catch {
+      return
+    }
+    for (const lease of leases) {
+      const file = join(LEASES, lease)
+      if ((await readFile(file, 'utf8').catch(() => '')) === agentId)
+        await rm(file, { force: true })
+    }
+  }
+
+  /**
+   * Removes the namespaces nothing runs in (left by a crash of the service,
+   * or by agents gone meanwhile) except the ones `inUse` names; a very young
+   * one is left alone (another instance may be about to start an agent in it).
+   */
+  async sweepIdle(inUse: (agentId: string) => boolean): Promise<string[]> {
+    let names: string[] = []
+    try {
+      const entries = await readdir('/run/netns')
+      names = entries.filter((name) => AGENT_NETNS.test(name))
+    } catch {
+      return []
+    }
+    const removed: string[] = []
+    for (const name of names) {
+      const agentId = name.slice(3)
+      if (inUse(agentId)) continue
+      const info = await stat(`/run/netns/${name}`).catch(() => undefined)
+      if (info && Date.now() - info.mtimeMs < SWEEP_MIN_AGE_MS) continue
+      const { stdout } = await ip('netns', 'pids', name).catch(() => ({ stdout: 'unknown' }))
+      if (stdout.trim()) continue
+      await this.teardown(agentId)
+      removed.push(agentId)
+    }
+    return removed
+  }
+
+  async close(): Promise<void> {
+    for (const pending of this.#relays.values()) {
+      const relay = await pending.catch(() => undefined)
+      relay?.server.close()
+    }
+    this.#relays.clear()
+  }
+}
+
+async function namespaceAddress(name: string): Promise<string | undefined> {
+  try {
+    const { stdout } = await ip('-n', name, '-j', '-4', 'addr', 'show', 'dev', 'eth0')
+    const [link] = JSON.parse(stdout) as Array<{ addr_info?: Array<{ local?: string }> }>
+    return link?.addr_info?.[0]?.local
+  } catch {
+    return undefined
+  }
+}
+
+/** The host's directly connected IPv4 subnets other than the agents' bridge. */
+export async function connectedSubnets(): Promise<string[]> {
+  const { stdout } = await run(IP ?? 'ip', ['-j', '-4', 'route', 'show', 'scope', 'link'])
+  const routes = JSON.parse(stdout) as Array<{ dst?: string; dev?: string }>
+  return routes
+    .filter((route) => route.dev !== BRIDGE && route.dst && route.dst !== 'default')
+    .map((route) => (route.dst!.includes('/') ? route.dst! : `${route.dst}/32`))
+}
+
+/** The IPv4 name servers of /etc/resolv.conf (off-loopback ones: agents cannot reach the host's). */
+async function resolvers(): Promise<string[]> {
+  const text = await readFile('/etc/resolv.conf', 'utf8').catch(() => '')
+  return [...text.matchAll(/^nameserver\s+(\d+\.\d+\.\d+\.\d+)\s*$/gm)]
+    .map((match) => match[1])
+    .filter((address) => !address.startsWith('127.'))
+}
