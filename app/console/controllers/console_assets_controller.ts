@@ -15,6 +15,7 @@ const ASSETS: Record<string, { path: string; type: string }> = {
   },
   'console.css': { path: 'resources/console/console.css', type: 'text/css; charset=utf-8' },
   'console.js': { path: 'resources/console/console.js', type: 'text/javascript; charset=utf-8' },
+  'favicon.svg': { path: 'resources/console/favicon.svg', type: 'image/svg+xml' },
   'transmit.js': {
     path: 'node_modules/@adonisjs/transmit-client/build/index.js',
     type: 'text/javascript; charset=utf-8',
@@ -24,6 +25,12 @@ const ASSETS: Record<string, { path: string; type: string }> = {
 const cache = new Map<string, Buffer>()
 
 export default class ConsoleAssetsController {
+  /** GET /favicon.ico: browsers ask for it on every page; it is the console's SVG icon. */
+  async favicon(ctx: HttpContext) {
+    ctx.params.file = 'favicon.svg'
+    return this.show(ctx)
+  }
+
   async show({ params, response }: HttpContext) {
     const asset = Object.hasOwn(ASSETS, params.file) ? ASSETS[params.file] : undefined
     if (!asset) throw new NotFoundException('No such console asset')
