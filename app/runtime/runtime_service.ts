@@ -1,3 +1,4 @@
+import { enterPhase, phaseFromEvent } from '#runtime/boot_phases'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
   AgentNotRunningException,
@@ -147,6 +148,7 @@ export class RuntimeService {
 
   #emit(raw: RuntimeEvent) {
     const event = this.#track(raw)
+    phaseFromEvent(event)
     if (event.type === 'error' || event.type === 'exited') {
       this.options.log?.('warn', `agent ${event.agentId}: ${event.type}`, {
         reason: 'reason' in event ? event.reason : event.message,
@@ -218,6 +220,7 @@ export class RuntimeService {
   async #startOrAdopt(spec: AgentRuntimeSpec): Promise<{ info: ContainerInfo; adopted: boolean }> {
     const plugin = this.options.frameworks.framework(spec.framework)
     const reservedMb = spec.resources?.memoryMb ?? plugin.resources.memoryMb
+    enterPhase(spec.agentId, 'preparing')
     const created = await this.#create(spec)
     if (
       created.state === 'running' ||
@@ -231,9 +234,10 @@ export class RuntimeService {
       return { info: created, adopted: true }
     }
     // Waits in the boot queue until a boot slot and its memory are free.
-    await this.#capacity.admit(spec.agentId, reservedMb, {
-      resumes: this.driver.resumes?.(spec.agentId) === true,
-    })
+    const resumes = this.driver.resumes?.(spec.agentId) === true
+    enterPhase(spec.agentId, 'queued')
+    await this.#capacity.admit(spec.agentId, reservedMb, { resumes })
+    enterPhase(spec.agentId, resumes ? 'restoring' : 'booting')
     let info: ContainerInfo
     try {
       info = await this.driver.start(spec.agentId)
@@ -289,6 +293,14 @@ export class RuntimeService {
         reason: (error as Error).message,
       })
     }
+  }
+
+  /**
+   * Installs and warms every framework ahead of any agent, where the driver
+   * can (the process driver); called in the background at service start.
+   */
+  async prepareFrameworks(plugins: FrameworkPlugin[]): Promise<void> {
+    await this.driver.prepareFrameworks?.(plugins)
   }
 
   /** Takes the agent out of the boot queue; its waiting start fails with BootCancelledError. */

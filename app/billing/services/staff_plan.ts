@@ -48,4 +48,3 @@ export async function setPlanByStaff(userId: string, tier: TierKey, until: DateT
   await enforceAgentLimitQuietly(userId, { limitChanged: true })
   return changed
 }
-

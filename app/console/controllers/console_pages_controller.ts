@@ -17,6 +17,7 @@ import { ticketForStaff, ticketQueue, ticketCounts } from '#support/services/tic
 import { listQueryValidator } from '#console/validators/console_validators'
 import { tierOrder } from '#config/plans'
 import { atLeast } from '#console/services/staff_roles'
+import { phaseOf } from '#runtime/boot_phases'
 import { agentActionsFor } from '#console/services/staff_actions'
 
 /** The console's read-only pages. Actions live in ConsoleActionsController. */
@@ -91,6 +92,7 @@ export default class ConsolePagesController {
       channels,
       containerField,
       actions: agentActionsFor(containerField),
+      phase: phaseOf(agent.id, containerField),
       config: JSON.stringify(config, null, 2),
       notice: session.flashMessages.get('notice'),
     })

@@ -31,8 +31,7 @@ export function utcText(iso: string | null): string {
   return iso ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` : ''
 }
 
-const escapeHtml = (text: string) =>
-  text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
 /**
  * One instant, the same on every page: a `<time>` holding the ISO instant,
