@@ -57,7 +57,8 @@ export default class RuntimeProvider {
     if (this.app.getEnvironment() !== 'web') return
     if (process.env.AGENT_PREPARE_FRAMEWORKS === 'off') return
     const runtime = await this.app.container.make(RuntimeService)
-    const plugins = (await this.app.container.make(PluginRegistry)).frameworks()
+    const registry = await this.app.container.make(PluginRegistry)
+    const plugins = registry.frameworks()
     const logger = await this.app.container.make('logger')
     runtime.prepareFrameworks(plugins).catch((error) => {
       logger.warn({ err: error }, 'runtime: preparing the frameworks failed')

@@ -51,9 +51,11 @@ test.group('Boot phases: status and stats say where a start is, and since when',
     const jwt = jwtFor(owner)
     const agent = await createFixtureAgent(client, owner)
     const before = Date.now()
-    ;(await client.post(`/agents/${agent.id}/stop`).bearerToken(jwt)).assertStatus(200)
+    const stopped = await client.post(`/agents/${agent.id}/stop`).bearerToken(jwt)
+    stopped.assertStatus(200)
     const answer = await waitFor('the stop to be seen', async () => {
-      const data = (await client.get(`/agents/${agent.id}/status`).bearerToken(jwt)).body().data
+      const response = await client.get(`/agents/${agent.id}/status`).bearerToken(jwt)
+      const data = response.body().data
       return data.phase === 'stopped' && data.phaseSince ? data : false
     })
     assert.equal(answer.container, 'stopped')
