@@ -20,7 +20,7 @@ export function isoInstant(value: Instant): string | null {
           ? DateTime.fromMillis(value)
           : DateTime.fromISO(value.replace(' ', 'T'))
   if (!time.isValid) return null
-  return time.toUTC().toISO({ suppressMilliseconds: true })
+  return time.toUTC().startOf('second').toISO({ suppressMilliseconds: true })
 }
 
 /**
