@@ -34,7 +34,8 @@ test.group('Console: operators set an account plan (no payment)', (group) => {
       reason: 'pilot customer, no payments yet',
     })
     assert.equal(answer.status, 302)
-    assert.include((await visitor.get(`/console/accounts/${owner.id}`)).html, 'Plan set to pro')
+    const after = await visitor.get(`/console/accounts/${owner.id}`)
+    assert.include(after.html, 'Plan set to pro')
 
     const features = await client.get('/features/account').bearerToken(jwt)
     features.assertStatus(200)
