@@ -1,4 +1,6 @@
 import { test } from '@japa/runner'
+import { randomUUID } from 'node:crypto'
+import db from '@adonisjs/lucid/services/db'
 import type { Browser, Page } from 'playwright-core'
 import { createUser, jwtFor, uniqueEmail, uniqueUsername } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
@@ -45,6 +47,19 @@ test.group('Console polish in a real browser (Chromium, 1280 px)', (group) => {
       name: `Wide ${'W'.repeat(45)}`,
       config: { personality: `p${'x'.repeat(3000)}` },
     })
+    // A feed event as a crash leaves it: one long unbroken line.
+    await db.table('agent_feed_events').insert({
+      id: randomUUID(),
+      agent_id: agent.id,
+      type: 'error',
+      content: `spawn failed: /${'very-long-path-segment/'.repeat(60)}openclaw.mjs`,
+      created_at: new Date(),
+    })
+    // A long unbroken value in the facts list (the account page's wallet).
+    await db
+      .from('users')
+      .where('id', owner.id)
+      .update({ wallet_address: 'W'.repeat(64) })
     const ticket = await client
       .post('/support/tickets')
       .bearerToken(jwtFor(owner))
