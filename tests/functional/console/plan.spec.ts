@@ -70,11 +70,12 @@ test.group('Console: operators set an account plan (no payment)', (group) => {
     assert.equal(forged.status, 403)
 
     const operator = await ConsoleVisitor.signedIn(await createUser({ role: 'operator' }))
-    for (const fields of [
+    const badForms: Record<string, string>[] = [
       { tier: 'platinum', reason: 'no such tier' },
       { tier: 'pro', until: '2001-01-01', reason: 'in the past' },
       { tier: 'pro' },
-    ]) {
+    ]
+    for (const fields of badForms) {
       await operator.get(`/console/accounts/${target.id}`)
       const answer = await operator.post(`/console/accounts/${target.id}/plan`, fields)
       assert.equal(answer.status, 400, JSON.stringify(fields))

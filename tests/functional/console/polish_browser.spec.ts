@@ -1,5 +1,5 @@
 import { test } from '@japa/runner'
-import { randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import db from '@adonisjs/lucid/services/db'
 import type { Browser, Page } from 'playwright-core'
 import { createUser, jwtFor, uniqueEmail, uniqueUsername } from '#tests/helpers/identity'
@@ -59,7 +59,7 @@ test.group('Console polish in a real browser (Chromium, 1280 px)', (group) => {
     await db
       .from('users')
       .where('id', owner.id)
-      .update({ wallet_address: 'W'.repeat(64) })
+      .update({ wallet_address: randomBytes(32).toString('hex') })
     const ticket = await client
       .post('/support/tickets')
       .bearerToken(jwtFor(owner))
