@@ -49,6 +49,23 @@ export default class RuntimeProvider {
     this.app.container.alias('runtime', RuntimeService)
   }
 
+  /**
+   * The web server installs and warms the frameworks at once, in the
+   * background, so the first agent created boots without waiting for them
+   * (AGENT_PREPARE_FRAMEWORKS=off skips it; the test runner sets that).
+   */
+  async ready() {
+    if (this.app.getEnvironment() !== 'web') return
+    if (process.env.AGENT_PREPARE_FRAMEWORKS === 'off') return
+    const runtime = await this.app.container.make(RuntimeService)
+    const registry = await this.app.container.make(PluginRegistry)
+    const plugins = registry.frameworks()
+    const logger = await this.app.container.make('logger')
+    runtime.prepareFrameworks(plugins).catch((error) => {
+      logger.warn({ err: error }, 'runtime: preparing the frameworks failed')
+    })
+  }
+
   async shutdown() {
     await this.#runtime?.shutdown()
   }

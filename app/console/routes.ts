@@ -2,6 +2,7 @@ import router from '@adonisjs/core/services/router'
 import transmit from '@adonisjs/transmit/services/main'
 import { middleware } from '#start/kernel'
 import { registerLiveUpdates } from '#console/services/live_updates'
+import '#console/services/view_helpers'
 
 const Session = () => import('#console/controllers/console_session_controller')
 const Pages = () => import('#console/controllers/console_pages_controller')
@@ -9,6 +10,7 @@ const Actions = () => import('#console/controllers/console_actions_controller')
 const Assets = () => import('#console/controllers/console_assets_controller')
 
 router.get('/console/assets/:file', [Assets, 'show']).as('console.asset')
+router.get('/favicon.ico', [Assets, 'favicon']).as('favicon')
 
 router
   .group(() => {
@@ -47,6 +49,7 @@ router
           .post('/agents/:id/:action', [Actions, 'agentAction'])
           .where('action', /^(start|stop|restart|sleep)$/)
           .as('agent.action')
+        router.post('/accounts/:id/plan', [Actions, 'setPlan']).as('account.plan')
       })
       .use(middleware.consoleAuth({ role: 'operator' }))
 

@@ -23,8 +23,10 @@ registerPeriodicJob({
 })
 
 const HealthController = () => import('#core/health/health_controller')
+const LandingController = () => import('#core/http/landing_controller')
 const OpenApiController = () => import('#core/openapi/openapi_controller')
 
+router.get('/', [LandingController]).as('landing')
 router.get('/health', [HealthController]).as('health')
 
 router.get('/openapi.json', [OpenApiController, 'document']).as('openapi.document')

@@ -101,6 +101,8 @@ export interface ProcessLaunchTools {
   ensurePythonPackages(name: string, requirements: string[]): Promise<{ venvDir: string }>
   /** Progress and diagnostics, shown in the service log and the agent's log. */
   log(message: string): void
+  /** Says which slow step of the start runs now (the API's `phase`, app/runtime/boot_phases.ts). */
+  phase?(step: 'installing' | 'warming'): void
   /**
    * Set unless shared compile caches are off (AGENT_COMPILE_CACHE=off): `dir`
    * is where a framework keeps warm caches shared by all agents (in the
@@ -193,6 +195,13 @@ export interface FrameworkAdapter {
     folders: AgentFolders,
     tools: ProcessLaunchTools
   ): ProcessLaunch | Promise<ProcessLaunch>
+
+  /**
+   * Installs the framework on this host and makes what its agents share
+   * (a warm compile cache), with no agent yet: the process driver calls it
+   * at service start so that no user's first create waits for it.
+   */
+  prepareHost?(tools: ProcessLaunchTools): Promise<void>
 
   /** Launch for container drivers. */
   containerLaunch(context: AgentRuntimeContext): ContainerLaunch

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { enterPhase, phaseFromEvent } from '#runtime/boot_phases'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
   AgentNotRunningException,
@@ -176,6 +177,7 @@ export class RuntimeService {
 
   #emit(raw: RuntimeEvent) {
     const event = this.#track(raw)
+    phaseFromEvent(event)
     if (event.type === 'error' || event.type === 'exited') {
       this.options.log?.('warn', `agent ${event.agentId}: ${event.type}`, {
         reason: 'reason' in event ? event.reason : event.message,
@@ -297,6 +299,7 @@ export class RuntimeService {
   ): Promise<{ info: ContainerInfo; adopted: boolean }> {
     const plugin = this.options.frameworks.framework(spec.framework)
     const reservedMb = spec.resources?.memoryMb ?? plugin.resources.memoryMb
+    enterPhase(spec.agentId, 'preparing')
     this.#assertWanted(spec.agentId, runId)
     const created = await this.#create(spec, runId)
     if (
@@ -315,9 +318,10 @@ export class RuntimeService {
     }
     // Waits in the boot queue until a boot slot and its memory are free.
     this.#assertWanted(spec.agentId, runId)
-    await this.#capacity.admit(spec.agentId, reservedMb, {
-      resumes: this.driver.resumes?.(spec.agentId) === true,
-    })
+    const resumes = this.driver.resumes?.(spec.agentId) === true
+    enterPhase(spec.agentId, 'queued')
+    await this.#capacity.admit(spec.agentId, reservedMb, { resumes })
+    enterPhase(spec.agentId, resumes ? 'restoring' : 'booting')
     let info: ContainerInfo
     try {
       // Stopped or restarted while it waited for its turn: no boot.
@@ -375,6 +379,14 @@ export class RuntimeService {
         reason: (error as Error).message,
       })
     }
+  }
+
+  /**
+   * Installs and warms every framework ahead of any agent, where the driver
+   * can (the process driver); called in the background at service start.
+   */
+  async prepareFrameworks(plugins: FrameworkPlugin[]): Promise<void> {
+    await this.driver.prepareFrameworks?.(plugins)
   }
 
   /** Takes the agent out of the boot queue; its waiting start fails with BootCancelledError. */

@@ -184,6 +184,12 @@ export interface ContainerDriver {
   /** True when its next start would resume a checkpoint instead of booting (the boot queue lets it go first). */
   resumes?(agentId: string): boolean
 
+  /**
+   * Installs and warms these frameworks on this host ahead of any agent
+   * (service start, in the background): a first create then boots at once.
+   */
+  prepareFrameworks?(plugins: FrameworkPlugin[]): Promise<void>
+
   /** Stops it and deletes its container, volume and folder. Irreversible. */
   remove(agentId: string): Promise<void>
 

@@ -118,6 +118,10 @@ export default definePlugin<FrameworkPlugin>({
     ]
   },
 
+  async prepareHost(tools) {
+    await tools.ensurePythonPackages(HERMES_ENVIRONMENT, HERMES_REQUIREMENTS)
+  },
+
   async processLaunch(context, folders, tools) {
     const { venvDir } = await tools.ensurePythonPackages(HERMES_ENVIRONMENT, HERMES_REQUIREMENTS)
     return {

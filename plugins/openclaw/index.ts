@@ -8,6 +8,7 @@ import {
   definePlugin,
   type AgentRuntimeContext,
   type FrameworkPlugin,
+  type ProcessLaunchTools,
   type RenderedFile,
 } from '#plugins/types'
 import {
@@ -147,6 +148,55 @@ function environment(context: AgentRuntimeContext): Record<string, string> {
   }
 }
 
+/** What the warm-up gateway of prepareHost renders from: no agent, no model route. */
+const HOST_CONTEXT: AgentRuntimeContext = {
+  agentId: 'host',
+  config: {},
+  modelProxy: { baseUrl: 'http://127.0.0.1:9/v1', token: 'warm-up', model: 'warm-up' },
+  driver: 'process',
+  port: 0,
+  gatewayToken: 'warm-up',
+  paths: { state: '', workspace: '' },
+}
+
+/**
+ * The installed package (installed on first use, its set-up finished) and
+ * the shared warm compile cache (made once per version; undefined when off
+ * or when warming failed).
+ */
+async function installAndWarm(
+  context: AgentRuntimeContext,
+  tools: ProcessLaunchTools
+): Promise<{ packageDir: string; sharedCache?: string }> {
+  checkNode(process.version)
+  const { packageDir } = await tools.ensureNpmPackage('openclaw', OPENCLAW_VERSION)
+  await completePackageLifecycle(tools.nodeExecutable, packageDir, tools.log)
+  if (!tools.compileCache) return { packageDir }
+  // The warm-up gateway never chats: no model route or key of the agent's.
+  const warmContext = {
+    ...context,
+    config: {},
+    modelProxy: { baseUrl: 'http://127.0.0.1:9/v1', token: 'warm-up', model: 'warm-up' },
+  }
+  tools.phase?.('warming')
+  const sharedCache = await warmCompileCache({
+    nodeExecutable: tools.nodeExecutable,
+    packageDir,
+    version: OPENCLAW_VERSION,
+    cacheDir: tools.compileCache.dir,
+    renderConfig: (port, state, workspace) =>
+      JSON5.stringify(
+        renderOpenClawConfig({ ...warmContext, port, paths: { state, workspace } }),
+        null,
+        2
+      ),
+    environment: (state, workspace, token) =>
+      environment({ ...warmContext, gatewayToken: token, paths: { state, workspace } }),
+    log: tools.log,
+  })
+  return { packageDir, sharedCache }
+}
+
 export default definePlugin<FrameworkPlugin>({
   kind: 'framework',
   name: 'openclaw',
@@ -176,33 +226,14 @@ export default definePlugin<FrameworkPlugin>({
     ]
   },
 
+  async prepareHost(tools) {
+    await installAndWarm(HOST_CONTEXT, tools)
+  },
+
   async processLaunch(context, folders, tools) {
-    checkNode(process.version)
-    const { packageDir } = await tools.ensureNpmPackage('openclaw', OPENCLAW_VERSION)
-    await completePackageLifecycle(tools.nodeExecutable, packageDir, tools.log)
-    if (tools.compileCache) {
-      // The warm-up gateway never chats: no model route or key of the agent's.
-      const warmContext = {
-        ...context,
-        config: {},
-        modelProxy: { baseUrl: 'http://127.0.0.1:9/v1', token: 'warm-up', model: 'warm-up' },
-      }
-      const shared = await warmCompileCache({
-        nodeExecutable: tools.nodeExecutable,
-        packageDir,
-        version: OPENCLAW_VERSION,
-        cacheDir: tools.compileCache.dir,
-        renderConfig: (port, state, workspace) =>
-          JSON5.stringify(
-            renderOpenClawConfig({ ...warmContext, port, paths: { state, workspace } }),
-            null,
-            2
-          ),
-        environment: (state, workspace, token) =>
-          environment({ ...warmContext, gatewayToken: token, paths: { state, workspace } }),
-        log: tools.log,
-      })
-      if (shared && (await seedCompileCache(shared, folders, tools.compileCache.uid))) {
+    const { packageDir, sharedCache } = await installAndWarm(context, tools)
+    if (tools.compileCache && sharedCache) {
+      if (await seedCompileCache(sharedCache, folders, tools.compileCache.uid)) {
         tools.log('compile cache seeded from the shared warm one')
       }
     }

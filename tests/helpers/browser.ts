@@ -3,7 +3,11 @@
  * playwright-core (no browser download). `.ci/run` installs the package.
  */
 import { existsSync } from 'node:fs'
-import { chromium, type Browser } from 'playwright-core'
+import { chromium, type Browser, type Page } from 'playwright-core'
+import type User from '#identity/models/user'
+import { baseUrl } from '#tests/helpers/http'
+import { totpCode } from '#tests/helpers/console'
+import { TEST_PASSWORD } from '#tests/helpers/identity'
 
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 
@@ -17,4 +21,18 @@ export async function launchBrowser(): Promise<Browser> {
     headless: true,
     args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
   })
+}
+
+/** Signs in through the real login form, setting up TOTP on first sign-in (operators, admins). */
+export async function signIn(page: Page, user: User): Promise<string> {
+  await page.goto(`${baseUrl()}/console/login`)
+  await page.getByLabel('E-mail').fill(user.email)
+  await page.getByLabel('Password').fill(TEST_PASSWORD)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL('**/console/totp/setup')
+  const secret = await page.locator('#totp-secret').innerText()
+  await page.getByLabel('Code from the app').fill(totpCode(user.email, secret))
+  await page.getByRole('button', { name: 'Turn on two-factor sign-in' }).click()
+  await page.locator('#recovery-codes').waitFor()
+  return secret
 }

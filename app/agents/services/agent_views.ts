@@ -1,3 +1,4 @@
+import { phaseOf } from '#runtime/boot_phases'
 import app from '@adonisjs/core/services/app'
 import type { MonitoringFigures, WorkspaceFiles } from '#runtime/types'
 import type Agent from '#agents/models/agent'
@@ -23,6 +24,7 @@ export async function statusOf(agent: Agent) {
     containerId: info.containerId,
     messageCount: agent.messageCount,
     container,
+    ...phaseOf(agent.id, container),
   }
 }
 
@@ -37,6 +39,7 @@ export async function statsOf(agent: Agent) {
     containerId: stats.containerId,
     status: agent.status,
     container,
+    ...phaseOf(agent.id, container),
   }
 }
 

@@ -4,6 +4,7 @@ import { addons, tierPlan, type AddonKey, type TierKey } from '#config/plans'
 import { NotFoundException, ValidationException } from '#core/exceptions/api_exceptions'
 import User from '#identity/models/user'
 import AddonSubscription from '#billing/models/addon_subscription'
+import { planHintWithoutPayments } from '#billing/services/payment_config'
 import { countAgents } from '#billing/services/agent_usage'
 
 /**
@@ -85,7 +86,7 @@ export async function assertAgentSlotAvailable(
   const agentCount = await countAgents(userId, trx)
   if (agentCount >= agentLimit) {
     throw new ValidationException(
-      `Agent limit reached: your plan allows ${agentLimit} agent${agentLimit === 1 ? '' : 's'} and you have ${agentCount}. Upgrade your plan or add an agent pack (addon.agents.3) to create more.`
+      `Agent limit reached: your plan allows ${agentLimit} agent${agentLimit === 1 ? '' : 's'} and you have ${agentCount}. Upgrade your plan or add an agent pack (addon.agents.3) to create more.${planHintWithoutPayments()}`
     )
   }
   return { agentLimit, agentCount }

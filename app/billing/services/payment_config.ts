@@ -41,3 +41,13 @@ export function requirePaymentSetting(name: PaymentSetting): string {
   }
   return value
 }
+
+/**
+ * What the agent-limit error adds where payments cannot be taken: who can
+ * raise the limit instead (docs/billing.md).
+ */
+export function planHintWithoutPayments(): string {
+  return paymentSetting('SOLANA_RPC_URL') && paymentSetting('TREASURY_ADDRESS')
+    ? ''
+    : ' Payments are not configured on this service: an operator can set your plan in the console (Accounts, Set plan).'
+}

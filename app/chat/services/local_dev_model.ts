@@ -28,8 +28,22 @@ export function lastUserText(messages: unknown): string {
   return ''
 }
 
+/**
+ * Framework context blocks a framework wraps around what the user typed, e.g.
+ * OpenClaw's `<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>> ... <<<END_OPENCLAW_INTERNAL_CONTEXT>>>`.
+ * Any `<<<BEGIN_NAME>>>` up to its `<<<END_NAME>>>` (or to the end, when
+ * the end marker is missing) goes; stray end markers too.
+ */
+const WRAPPER_BLOCK = /<<<BEGIN_([A-Z0-9_]+)>>>[\s\S]*?(?:<<<END_\1>>>|$)/g
+const STRAY_MARKER = /<<<(?:BEGIN|END)_[A-Z0-9_]+>>>/g
+
+/** What the user typed: the text outside any framework's wrapper blocks. */
+export function withoutFrameworkContext(text: string): string {
+  return text.replace(WRAPPER_BLOCK, ' ').replace(STRAY_MARKER, ' ')
+}
+
 export function localDevText(messages: unknown): string {
-  const said = lastUserText(messages).replace(/\s+/g, ' ').trim()
+  const said = withoutFrameworkContext(lastUserText(messages)).replace(/\s+/g, ' ').trim()
   const quoted = said.length > 200 ? `${said.slice(0, 200)}...` : said
   return quoted ? `${LOCAL_DEV_NOTICE} You said: "${quoted}"` : LOCAL_DEV_NOTICE
 }

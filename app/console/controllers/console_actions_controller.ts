@@ -1,3 +1,4 @@
+import { DateTime } from 'luxon'
 import type { HttpContext } from '@adonisjs/core/http'
 import {
   agentActionAsStaff,
@@ -6,6 +7,7 @@ import {
   replyAsStaff,
   resendVerificationAsStaff,
   setDisabledAsStaff,
+  setPlanAsStaff,
   setRoleAsStaff,
   setTicketStatusAsStaff,
   type AgentAction,
@@ -13,6 +15,7 @@ import {
 import {
   assignValidator,
   grantValidator,
+  planValidator,
   roleValidator,
   staffReplyValidator,
   ticketStatusValidator,
@@ -35,6 +38,21 @@ export default class ConsoleActionsController {
     const { role } = await request.validateUsing(roleValidator)
     await setRoleAsStaff(staff, params.id, role)
     session.flash('notice', `Role set to ${role}`)
+    return response.redirect(`/console/accounts/${params.id}`)
+  }
+
+  async setPlan({ staff, params, request, response, session }: HttpContext) {
+    const { tier, until, reason } = await request.validateUsing(planValidator)
+    const plan = await setPlanAsStaff(staff, params.id, {
+      tier,
+      // The whole last day counts: the plan ends at its close (UTC).
+      until: until ? DateTime.fromJSDate(until, { zone: 'utc' }).endOf('day') : null,
+      reason,
+    })
+    session.flash(
+      'notice',
+      `Plan set to ${tier}${plan.subscriptionExpiresAt ? ` until ${plan.subscriptionExpiresAt.slice(0, 10)}` : ''}`
+    )
     return response.redirect(`/console/accounts/${params.id}`)
   }
 

@@ -26,6 +26,10 @@ const ASSETS: Record<string, { path: () => string; type: string }> = {
     path: () => app.makePath('resources/console/console.js'),
     type: 'text/javascript; charset=utf-8',
   },
+  'favicon.svg': {
+    path: () => app.makePath('resources/console/favicon.svg'),
+    type: 'image/svg+xml',
+  },
   'transmit.js': {
     path: () => require.resolve('@adonisjs/transmit-client/build/index.js'),
     type: 'text/javascript; charset=utf-8',
@@ -35,6 +39,12 @@ const ASSETS: Record<string, { path: () => string; type: string }> = {
 const cache = new Map<string, Buffer>()
 
 export default class ConsoleAssetsController {
+  /** GET /favicon.ico: browsers ask for it on every page; it is the console's SVG icon. */
+  async favicon(ctx: HttpContext) {
+    ctx.params.file = 'favicon.svg'
+    return this.show(ctx)
+  }
+
   async show({ params, response }: HttpContext) {
     const asset = Object.hasOwn(ASSETS, params.file) ? ASSETS[params.file] : undefined
     if (!asset) throw new NotFoundException('No such console asset')

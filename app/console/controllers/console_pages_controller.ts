@@ -15,7 +15,10 @@ import {
 import { auditPage } from '#console/services/audit_service'
 import { ticketForStaff, ticketQueue, ticketCounts } from '#support/services/ticket_desk'
 import { listQueryValidator } from '#console/validators/console_validators'
+import { tierOrder } from '#config/plans'
 import { atLeast } from '#console/services/staff_roles'
+import { phaseOf } from '#runtime/boot_phases'
+import { agentActionsFor } from '#console/services/staff_actions'
 
 /** The console's read-only pages. Actions live in ConsoleActionsController. */
 export default class ConsolePagesController {
@@ -41,6 +44,7 @@ export default class ConsolePagesController {
   async account({ view, params, session }: HttpContext) {
     return view.render('console/pages/account', {
       ...(await accountDetail(params.id)),
+      tierOrder,
       notice: session.flashMessages.get('notice'),
     })
   }
@@ -87,6 +91,8 @@ export default class ConsolePagesController {
       schedules,
       channels,
       containerField,
+      actions: agentActionsFor(containerField),
+      phase: phaseOf(agent.id, containerField),
       config: JSON.stringify(config, null, 2),
       notice: session.flashMessages.get('notice'),
     })

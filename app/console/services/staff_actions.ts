@@ -14,6 +14,8 @@ import {
   setTicketStatus,
 } from '#support/services/ticket_desk'
 import { audit } from '#console/services/audit_service'
+import { setPlanByStaff } from '#billing/services/staff_plan'
+import type { TierKey } from '#config/plans'
 import { findAccount, findAgent } from '#console/services/directory'
 import { atLeast, type StaffRole } from '#console/services/staff_roles'
 
@@ -101,7 +103,48 @@ export async function setDisabledAsStaff(actor: User, userId: string, disabled: 
   })
 }
 
+/** The account's plan without a payment (operators; reason kept in the audit trail). */
+export async function setPlanAsStaff(
+  actor: User,
+  userId: string,
+  input: { tier: TierKey; until: DateTime | null; reason: string }
+) {
+  require(actor, 'operator')
+  const target = await findAccount(userId)
+  const { before, after } = await setPlanByStaff(target.id, input.tier, input.until)
+  await audit(actor, {
+    action: 'account.set_plan',
+    targetType: 'account',
+    targetId: target.id,
+    before,
+    after: { ...after, reason: input.reason },
+  })
+  return after
+}
+
 export type AgentAction = 'start' | 'stop' | 'restart' | 'sleep'
+
+/**
+ * The lifecycle actions that apply to an agent in a container state (the
+ * `container` field): no Start on a running agent, no Sleep on a stopped one.
+ */
+export function agentActionsFor(container: string): AgentAction[] {
+  switch (container) {
+    case 'running':
+      return ['stop', 'restart', 'sleep']
+    case 'starting':
+    case 'queued':
+      return ['stop']
+    case 'sleeping':
+      return ['start', 'stop']
+    case 'error':
+      return ['start', 'restart']
+    case 'stopped':
+      return ['start']
+    default:
+      return ['start', 'stop', 'restart', 'sleep']
+  }
+}
 
 /** Sleep: the container stops to free memory, the agent stays `active` and wakes on a message. */
 async function sleepAgent(agent: { id: string }) {

@@ -1,5 +1,6 @@
 import vine from '@vinejs/vine'
 import { roles } from '#identity/models/user'
+import { tierOrder } from '#config/plans'
 import { ticketStatuses } from '#support/models/support_ticket'
 
 export const consoleLoginValidator = vine.create({
@@ -37,4 +38,11 @@ export const ticketStatusValidator = vine.create({
 
 export const assignValidator = vine.create({
   assigneeId: vine.string().trim().uuid().optional(),
+})
+
+export const planValidator = vine.create({
+  tier: vine.enum(tierOrder),
+  /** Last day of a periodic plan (YYYY-MM-DD, UTC); empty: no end. */
+  until: vine.date({ formats: ['YYYY-MM-DD'] }).optional(),
+  reason: vine.string().trim().minLength(3).maxLength(500),
 })

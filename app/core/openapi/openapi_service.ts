@@ -19,8 +19,8 @@ export const OPENAPI_ROUTES = {
 } as const
 
 /** Test-only routes (NODE_ENV=test) are not part of the interface. */
-/** Not part of the JSON API: test-only routes, the staff console (HTML) and its live events. */
-const EXCLUDED_PREFIXES = ['/__test', '/console', '/__transmit']
+/** Not part of the JSON API: test-only routes, the staff console (HTML), its live events, the favicon. */
+const EXCLUDED_PREFIXES = ['/__test', '/console', '/__transmit', '/favicon.ico']
 
 /** swagger-ui-dist files the explorer page loads, served from node_modules (works offline). */
 const EXPLORER_ASSETS: Record<string, string> = {

@@ -18,15 +18,10 @@ import {
   AuthRequiredException,
   ForbiddenException,
 } from '#core/exceptions/api_exceptions'
-import { escapeHtml } from '#identity/services/mailer'
 import { bearerFromHeader } from '#identity/services/token_authenticator'
 
 const NEUTRAL_REGISTRATION =
   'If this address can be registered, a verification link is on its way. Verify your address, then sign in.'
-
-function page(title: string, text: string) {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head><body><h1>${escapeHtml(title)}</h1><p>${escapeHtml(text)}</p></body></html>`
-}
 
 export default class AuthController {
   /**
@@ -48,22 +43,33 @@ export default class AuthController {
    * @description The link from the verification mail (single use, 24 hours). Answers a small HTML page to browsers, the envelope to JSON clients.
    * @responseBody 200 - {"success":true,"data":{"verified":true,"message":"Your e-mail address is verified. You can sign in now."}}
    */
-  async verifyEmail({ params, request, response }: HttpContext) {
+  async verifyEmail({ params, request, response, view }: HttpContext) {
     const wantsHtml = request.accepts(['json', 'html']) === 'html'
+    const onwards = { href: '/', label: 'Continue to Agent Host' }
     try {
       const outcome = await accounts.verifyEmail(String(params.token))
       const message =
         outcome === 'verified'
           ? 'Your e-mail address is verified. You can sign in now.'
           : 'Your e-mail address was already verified. You can sign in.'
-      if (wantsHtml) return response.type('text/html').send(page('E-mail verified', message))
-      return { verified: true, message }
+      if (!wantsHtml) return { verified: true, message }
+      return view.render('public/message', {
+        title: 'E-mail verified',
+        message,
+        failed: false,
+        hint: null,
+        next: onwards,
+      })
     } catch (error) {
       if (!wantsHtml || !(error instanceof ApiException)) throw error
-      return response
-        .status(error.status)
-        .type('text/html')
-        .send(page('Verification failed', error.message))
+      const html = await view.render('public/message', {
+        title: 'This link did not work',
+        message: error.message,
+        failed: true,
+        hint: 'Links work once and for 24 hours. Ask for a new one from the app (POST /auth/resend-verification with your address), then open the newest mail.',
+        next: onwards,
+      })
+      return response.status(error.status).type('text/html').send(html)
     }
   }
 

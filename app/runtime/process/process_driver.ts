@@ -1,3 +1,4 @@
+import { enterPhase } from '#runtime/boot_phases'
 import { createHash } from 'node:crypto'
 import { existsSync, readdirSync } from 'node:fs'
 import { readdir, statfs } from 'node:fs/promises'
@@ -375,10 +376,15 @@ export class ProcessDriver implements ContainerDriver {
     await writeRenderedFiles(paths, rendered, agentOwner(spec.agentId))
     const launch = await plugin.processLaunch(context, paths, {
       nodeExecutable: this.#node,
-      ensureNpmPackage: (name, version) =>
-        installOr503(`${name}@${version}`, () => this.#packages.ensure(name, version)),
-      ensurePythonPackages: (name, requirements) =>
-        installOr503(name, () => this.#pythonPackages.ensure(name, requirements)),
+      ensureNpmPackage: (name, version) => {
+        enterPhase(spec.agentId, 'installing')
+        return installOr503(`${name}@${version}`, () => this.#packages.ensure(name, version))
+      },
+      ensurePythonPackages: (name, requirements) => {
+        enterPhase(spec.agentId, 'installing')
+        return installOr503(name, () => this.#pythonPackages.ensure(name, requirements))
+      },
+      phase: (step) => enterPhase(spec.agentId, step),
       log: (message) => {
         this.#log(`[agent ${spec.agentId}] ${message}`)
         logFile.note(message)
@@ -538,6 +544,37 @@ export class ProcessDriver implements ContainerDriver {
       this.#emit({ type: 'stopped', agentId, at: new Date() })
     })
     if (room) await this.#keepCheckpointsWithinBudget(agentId)
+  }
+
+  /**
+   * Installs each framework and warms what its agents share, one after the
+   * other, as the service (the same caches and locks as an agent's start
+   * uses, so a create meanwhile waits for the same install instead of
+   * starting a second one). A failure is logged; agents then retry it.
+   */
+  async prepareFrameworks(plugins: FrameworkPlugin[]): Promise<void> {
+    for (const plugin of plugins) {
+      if (!plugin.prepareHost) continue
+      const started = Date.now()
+      try {
+        await plugin.prepareHost({
+          nodeExecutable: this.#node,
+          ensureNpmPackage: (name, version) => this.#packages.ensure(name, version),
+          ensurePythonPackages: (name, requirements) =>
+            this.#pythonPackages.ensure(name, requirements),
+          log: (message) => this.#log(`[${plugin.name}] ${message}`),
+          compileCache:
+            this.options.compileCache === false
+              ? undefined
+              : { dir: join(this.options.cacheDir, 'compile-cache'), uid: process.getuid?.() ?? 0 },
+        })
+        this.#log(
+          `${plugin.name} ready on this host in ${Math.round((Date.now() - started) / 1000)} s`
+        )
+      } catch (error) {
+        this.#log(`${plugin.name} could not be prepared: ${(error as Error).message}`)
+      }
+    }
   }
 
   resumes(agentId: string): boolean {

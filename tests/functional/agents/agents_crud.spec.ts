@@ -227,10 +227,13 @@ test.group('Agents: create, read, update, delete', (group) => {
     assert.equal(v1.body().data.config.nested.clientSecret, '***')
     const status = await client.get(`/api/v1/agents/${agent.id}/status`).bearerToken(key)
     status.assertStatus(200)
+    // The spec's fields plus the additive boot phase (docs/runtime.md "Boot phases").
     assert.deepEqual(Object.keys(status.body().data).sort(), [
       'container',
       'containerId',
       'messageCount',
+      'phase',
+      'phaseSince',
       'status',
     ])
 

@@ -78,6 +78,29 @@ test.group('Model proxy: built-in local-dev model (no MODEL_API_URL)', () => {
     assert.include(text, LOCAL_DEV_NOTICE)
   })
 
+  test("quotes what the user typed, not the framework's context wrapped around it", async ({
+    assert,
+  }) => {
+    const { token } = await proxyAgent(10)
+    const wrapped = [
+      '<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>',
+      'Conversation info (untrusted metadata): {"channel":"webchat","sender":"owner"}',
+      '<<<END_OPENCLAW_INTERNAL_CONTEXT>>>',
+      'What is the capital of France?',
+    ].join('\n')
+    const response = await completions(token, {
+      messages: [
+        { role: 'user', content: 'an older question' },
+        { role: 'assistant', content: 'an older answer' },
+        { role: 'user', content: [{ type: 'text', text: wrapped }] },
+      ],
+    })
+    const content: string = ((await response.json()) as any).choices[0].message.content
+    assert.equal(content, `${LOCAL_DEV_NOTICE} You said: "What is the capital of France?"`)
+    assert.notInclude(content, 'OPENCLAW')
+    assert.notInclude(content, 'metadata')
+  })
+
   test('GET /v1/models lists local-dev', async ({ assert }) => {
     const { token } = await proxyAgent(1)
     const response = await fetch(`${baseUrl()}/v1/models`, {

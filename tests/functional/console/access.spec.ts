@@ -304,7 +304,7 @@ test.group('Console: agent lifecycle actions', (group) => {
       last_error: 'Telegram refused the bot token',
     })
     const after = await operator.get(`/console/agents/${agent.id}`)
-    assert.match(after.html, /<dt>Container<\/dt><dd>sleeping/)
+    assert.match(after.html, /<dt>Container<\/dt><dd id="agent-container">sleeping/)
     assert.include(after.html, 'Nightly digest', 'the schedules section lists its tasks')
     assert.include(after.html, 'digest_bot', 'the channels section lists its channels')
     assert.include(after.html, 'Telegram refused the bot token')

@@ -1,31 +1,15 @@
 import { test } from '@japa/runner'
-import type { Browser, Page } from 'playwright-core'
+import type { Browser } from 'playwright-core'
 import { createUser, jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
-import { totpCode } from '#tests/helpers/console'
 import { waitForMail } from '#tests/helpers/mail'
-import { haveChromium, launchBrowser } from '#tests/helpers/browser'
+import { haveChromium, launchBrowser, signIn } from '#tests/helpers/browser'
 import {
   agentOwners,
   callFixture,
   createFixtureAgent,
   waitUntilServing,
 } from '#tests/helpers/agents_http'
-import type User from '#identity/models/user'
-
-/** Signs in through the real login form, setting up TOTP on first sign-in. */
-async function signIn(page: Page, user: User): Promise<string> {
-  await page.goto(`${baseUrl()}/console/login`)
-  await page.getByLabel('E-mail').fill(user.email)
-  await page.getByLabel('Password').fill('correct-horse-battery')
-  await page.getByRole('button', { name: 'Sign in' }).click()
-  await page.waitForURL('**/console/totp/setup')
-  const secret = await page.locator('#totp-secret').innerText()
-  await page.getByLabel('Code from the app').fill(totpCode(user.email, secret))
-  await page.getByRole('button', { name: 'Turn on two-factor sign-in' }).click()
-  await page.locator('#recovery-codes').waitFor()
-  return secret
-}
 
 // A skip from a setup hook counts as a failure in japa; skip each test up front instead.
 const NO_CHROMIUM = 'Chromium is not installed (/usr/bin/chromium)'
