@@ -534,7 +534,9 @@ export class RuntimeService {
     // Queued, starting or asleep (the owner wants it on; CONTRACT: no 409):
     // the stored tail now, then the live lines once its container runs.
     const driver = this.driver
-    const stored = await driver.logs(agentId, Math.max(0, options.tail ?? 0)).catch((): string[] => [])
+    const stored = await driver
+      .logs(agentId, Math.max(0, options.tail ?? 0))
+      .catch((): string[] => [])
     const signal = options.signal
     return (async function* () {
       for (const line of stored) yield redact(line)
