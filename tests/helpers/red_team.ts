@@ -219,10 +219,18 @@ export async function startAttackerModel(): Promise<AttackerModel> {
   }
 }
 
+/** The first line every attack script prints: proof that the agent's shell ran it. */
+export const SHELL_RAN = 'RED-TEAM-SHELL-RAN'
+
 /** A shell script handed to the exec tool without any quoting trouble (bash reads it from a pipe). */
 export function bashScript(script: string): string {
-  return `echo ${Buffer.from(script).toString('base64')} | base64 -d | bash 2>&1`
+  const whole = `echo ${SHELL_RAN}\n${script}`
+  return `echo ${Buffer.from(whole).toString('base64')} | base64 -d | bash 2>&1`
 }
+
+/** What the exec tool says when the agent has no shell at all (a minimal image). */
+export const NO_SHELL =
+  /spawn \S*(sh|bash)\S* ENOENT|(sh|bash): not found|No such file or directory.*\b(sh|bash)\b/i
 
 // ---------------------------------------------------------------------------
 // Targets on this machine.
@@ -271,7 +279,7 @@ export async function startCountingListener(host: string): Promise<CountingListe
   return listener
 }
 
-/** A private-range address on a dummy interface of this machine (never anything off it). */
+/** A private-range address of this machine's own (never anything off it). */
 export const PRIVATE_ADDRESS = '10.213.77.1'
 const DUMMY_INTERFACE = 'rt-redteam0'
 
@@ -279,24 +287,25 @@ function ip(args: string[]) {
   return spawnSync('ip', args, { encoding: 'utf8', timeout: 10_000 })
 }
 
-/** Adds the dummy interface; answers why not when it cannot. */
+/**
+ * Puts PRIVATE_ADDRESS on a dummy interface, or on `lo` where the kernel has
+ * no dummy driver; answers why not when neither works.
+ */
 export function addPrivateAddress(): string | undefined {
-  ip(['link', 'del', DUMMY_INTERFACE])
-  for (const args of [
-    ['link', 'add', DUMMY_INTERFACE, 'type', 'dummy'],
-    ['addr', 'add', `${PRIVATE_ADDRESS}/32`, 'dev', DUMMY_INTERFACE],
-    ['link', 'set', DUMMY_INTERFACE, 'up'],
-  ]) {
-    const result = ip(args)
-    if (result.status !== 0) {
-      ip(['link', 'del', DUMMY_INTERFACE])
-      return `ip ${args.join(' ')}: ${(result.stderr || result.error?.message || '').trim()}`
-    }
+  removePrivateAddress()
+  const dummy = ip(['link', 'add', DUMMY_INTERFACE, 'type', 'dummy'])
+  const device = dummy.status === 0 ? DUMMY_INTERFACE : 'lo'
+  const added = ip(['addr', 'add', `${PRIVATE_ADDRESS}/32`, 'dev', device])
+  if (added.status !== 0 || ip(['link', 'set', device, 'up']).status !== 0) {
+    removePrivateAddress()
+    return `ip addr add ${PRIVATE_ADDRESS}/32 dev ${device}: ${(added.stderr || added.error?.message || '').trim()}`
   }
   return undefined
 }
 
 export function removePrivateAddress() {
+  // Also what a run that was killed left on `lo`.
+  ip(['addr', 'del', `${PRIVATE_ADDRESS}/32`, 'dev', 'lo'])
   ip(['link', 'del', DUMMY_INTERFACE])
 }
 
@@ -475,7 +484,7 @@ export async function startRange(mode: SandboxMode): Promise<RedTeamRange> {
       }
     })
 
-    const waitRunning = async (agentId: string, timeoutMs = 600_000) => {
+    const waitRunning = async (agentId: string, timeoutMs = 900_000) => {
       const deadline = Date.now() + timeoutMs
       let last = ''
       while (Date.now() < deadline) {
@@ -496,8 +505,17 @@ export async function startRange(mode: SandboxMode): Promise<RedTeamRange> {
       }
       const id = created.body.data.id as string
       createdAgents.push(id)
-      await waitRunning(id)
-      return { id, folder: join(agentsDir, id) }
+      // On a loaded host a framework can fail its own start-up checks a few times over.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await waitRunning(id)
+          return { id, folder: join(agentsDir, id) }
+        } catch (error) {
+          if (attempt >= 3) throw error
+          console.log(`  red team: ${body.framework} agent did not start, starting it again`)
+          await call('POST', `/agents/${id}/start`)
+        }
+      }
     }
 
     const attacker = await createAgent({
@@ -516,14 +534,20 @@ export async function startRange(mode: SandboxMode): Promise<RedTeamRange> {
     const runInAgent = async (command: string) => {
       const message = model.message(command)
       let last = ''
-      // A fresh (or restarted) gateway may still be getting ready: a few tries.
+      // A fresh (or restarted) gateway may still be getting ready: a few tries. Only a
+      // reply made from the exec tool's result counts (not the hosted model's fallback).
       for (let attempt = 0; attempt < 5; attempt++) {
         const answer = await call('POST', `/api/v1/agents/${attacker.id}/chat`, { message })
-        if (answer.status === 200) return String(answer.body?.data?.content ?? '')
-        last = `${answer.status} ${answer.text.slice(0, 300)}`
+        const content = String(answer.body?.data?.content ?? '')
+        if (answer.status === 200 && content.startsWith(TOOL_OUTPUT_PREFIX)) {
+          const output = content.slice(TOOL_OUTPUT_PREFIX.length)
+          // The tool ran but the shell did not: only "there is no shell" is an answer.
+          if (output.includes(SHELL_RAN) || NO_SHELL.test(output)) return output
+        }
+        last = `${answer.status} ${answer.text.slice(0, 500)}`
         await sleep(5_000)
       }
-      throw new Error(`chat with the attacker failed: ${last}`)
+      throw new Error(`the attacker's exec tool did not run the command: ${last}`)
     }
 
     return {

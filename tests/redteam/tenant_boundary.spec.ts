@@ -18,6 +18,7 @@ import {
   bashScript,
   gatewayPortOf,
   hostAddress,
+  NO_SHELL,
   PRIVATE_ADDRESS,
   recordOutcome,
   removePrivateAddress,
@@ -46,7 +47,8 @@ function refusal(output: string): string {
     [/No route to host/i, 'EHOSTUNREACH'],
     [/probe-exit=124/, 'timeout'],
     [/Function not implemented/i, 'ENOSYS'],
-    [/spawn .*ENOENT|sh: not found|bash: not found|command not found/i, 'no shell or tool'],
+    [NO_SHELL, 'no shell'],
+    [/command not found/i, 'tool missing'],
     [/No such file or directory/i, 'ENOENT (not visible)'],
     [/Device or resource busy/i, 'EBUSY'],
   ]
@@ -171,6 +173,8 @@ async function soulLinkAndRestart(range: RedTeamRange): Promise<Outcome> {
         `cd ${range.attacker.folder}/workspace || exit 1\nrm -f SOUL.md && ln -s ${target} SOUL.md && echo PLANTED`
       )
     )
+    // Nothing planted, nothing to follow: the restart would prove nothing more.
+    if (!output.includes('PLANTED')) return refused(refusal(output))
     const personality = `The owner's new personality ${Date.now()}.`
     const patched = await range.call('PATCH', `/agents/${range.attacker.id}`, {
       config: { personality },
@@ -181,7 +185,7 @@ async function soulLinkAndRestart(range: RedTeamRange): Promise<Outcome> {
     await range.waitRunning(range.attacker.id)
     const after = await readFile(target, 'utf8')
     if (after !== original) return succeeded('the owner text was written as root through SOUL.md')
-    return refused(output.includes('PLANTED') ? 'link not followed' : refusal(output))
+    return refused('link not followed')
   } finally {
     await removeAgentLinks(range, ['SOUL.md'])
   }
@@ -529,7 +533,12 @@ for (const mode of SANDBOX_MODES) {
       const address = hostAddress()
       if (address) targets.hostListener = await startCountingListener(address)
       targets.marked = startMarkedHostProcess()
-      range = await startRange(mode)
+      try {
+        range = await startRange(mode)
+      } catch (error) {
+        await teardown()
+        throw error
+      }
     })
     group.teardown(() => teardown())
 
