@@ -266,6 +266,8 @@ export async function startCountingListener(host: string): Promise<CountingListe
     server.once('error', reject)
     server.listen(0, host, () => resolve())
   })
+  // Never what keeps the test runner alive.
+  server.unref()
   const address = server.address()
   const listener: CountingListener = {
     host,
@@ -323,6 +325,7 @@ export function hostAddress(): string | undefined {
 export function startMarkedHostProcess(): { marker: string; child: ChildProcess } {
   const marker = `red-team-host-marker-${randomBytes(6).toString('hex')}`
   const child = spawn('sleep', ['3600'], { argv0: marker, stdio: 'ignore' })
+  child.unref()
   return { marker, child }
 }
 
