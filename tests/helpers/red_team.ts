@@ -9,7 +9,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, readFileSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { chmod, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises'
 import { createServer, Socket, type Server } from 'node:net'
 import { networkInterfaces, tmpdir } from 'node:os'
@@ -109,6 +109,23 @@ export function recordOutcome(attack: string, mode: string, cell: string) {
   const row = outcomes.get(attack) ?? new Map<string, string>()
   row.set(mode, cell.replace(/\s+/g, ' ').replace(/\|/g, '/').slice(0, 120))
   outcomes.set(attack, row)
+  // Kept current after every attack, so an interrupted run still leaves its table.
+  writeFileSync(reportFile(), reportText(redTeamTable()))
+}
+
+function reportFile(): string {
+  const storage = storageDir(app.appRoot)
+  mkdirSync(storage, { recursive: true })
+  return join(storage, 'redteam-report.md')
+}
+
+function reportText(table: string): string {
+  return (
+    `# Red team: attack x sandbox mode (${new Date().toISOString()})\n\n` +
+    'Each cell: `refused (how)`, `SUCCEEDED (what)`, `n/a` (the target is not on this host) ' +
+    'or `skipped` (the mode cannot run here).\n\n' +
+    `${table}\n`
+  )
 }
 
 /** The attack x mode table as Markdown. */
@@ -128,15 +145,8 @@ export function redTeamTable(): string {
 export async function writeRedTeamReport(): Promise<void> {
   if (outcomes.size === 0) return
   const table = redTeamTable()
-  const file = join(storageDir(app.appRoot), 'redteam-report.md')
-  await mkdir(storageDir(app.appRoot), { recursive: true })
-  await writeFile(
-    file,
-    `# Red team: attack x sandbox mode (${new Date().toISOString()})\n\n` +
-      'Each cell: `refused (how)`, `SUCCEEDED (what)`, `n/a` (the target is not on this host) ' +
-      'or `skipped` (the mode cannot run here).\n\n' +
-      `${table}\n`
-  )
+  const file = reportFile()
+  await writeFile(file, reportText(table))
   console.log(`\nRed team (also in ${file}):\n${table}\n`)
 }
 
