@@ -194,9 +194,15 @@ export interface AttackerModel {
 export async function startAttackerModel(): Promise<AttackerModel> {
   const commands = new Map<string, string>()
   let lastTools: string[] = []
+  // The user message that carries the marker (the framework may add messages of its own
+  // after it), and what came after it.
   const afterLastUser = (body: any) => {
     const messages: any[] = body?.messages ?? []
-    const index = messages.findLastIndex((message) => message?.role === 'user')
+    const index = messages.findLastIndex(
+      (message) =>
+        !['assistant', 'tool'].includes(message?.role) &&
+        textOf(message.content).includes(RUN_MARKER)
+    )
     return { user: messages[index], after: index < 0 ? [] : messages.slice(index + 1) }
   }
   const upstream = await startModelUpstream({
@@ -213,7 +219,10 @@ export async function startAttackerModel(): Promise<AttackerModel> {
     reply(body) {
       const { after } = afterLastUser(body)
       const results = after.filter((message) => message?.role === 'tool')
-      if (results.length === 0) return `No tool was run (offered: ${lastTools.join(', ')}).`
+      if (results.length === 0) {
+        const roles = (body?.messages ?? []).map((message: any) => message?.role).join(',')
+        return `No tool was run (offered: ${lastTools.join(', ')}; roles: ${roles}).`
+      }
       return `${TOOL_OUTPUT_PREFIX}\n${results.map((message) => textOf(message.content)).join('\n')}`
     },
   })
