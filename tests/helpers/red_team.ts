@@ -168,12 +168,23 @@ function textOf(content: unknown): string {
   return content === undefined || content === null ? '' : JSON.stringify(content)
 }
 
-/** OpenClaw's shell tool among the tools its request offers: `exec` (its `command` argument). */
-function shellToolOf(tools: any[] | undefined): string | undefined {
-  const names = (tools ?? []).map((tool) => tool?.function ?? tool)
-  const exec = names.find((tool) => tool?.name === 'exec')
-  if (exec) return 'exec'
-  return names.find((tool) => tool?.parameters?.properties?.command)?.name
+/**
+ * OpenClaw's shell tool among the tools its request offers (`exec`, with its
+ * `command` argument) and the name of its time-limit argument, if it has one.
+ */
+function shellToolOf(
+  tools: any[] | undefined
+): { name: string; timeoutArgument?: string } | undefined {
+  const functions = (tools ?? []).map((tool) => tool?.function ?? tool)
+  const shell =
+    functions.find((tool) => tool?.name === 'exec') ??
+    functions.find((tool) => tool?.parameters?.properties?.command)
+  if (!shell?.name) return undefined
+  const properties = Object.keys(shell.parameters?.properties ?? {})
+  return {
+    name: shell.name,
+    timeoutArgument: ['timeoutSeconds', 'timeout'].find((name) => properties.includes(name)),
+  }
 }
 
 export interface AttackerModel {
@@ -214,7 +225,10 @@ export async function startAttackerModel(): Promise<AttackerModel> {
       const command = id && commands.get(id)
       const tool = shellToolOf(body?.tools)
       if (!command || !tool) return undefined
-      return { name: tool, arguments: { command, timeout: 120 } }
+      return {
+        name: tool.name,
+        arguments: { command, ...(tool.timeoutArgument ? { [tool.timeoutArgument]: 120 } : {}) },
+      }
     },
     reply(body) {
       const { after } = afterLastUser(body)
