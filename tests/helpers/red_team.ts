@@ -221,7 +221,11 @@ export async function startAttackerModel(): Promise<AttackerModel> {
       lastTools = (body?.tools ?? []).map((tool: any) => tool?.function?.name ?? tool?.name)
       const { user, after } = afterLastUser(body)
       if (!user || after.some((message) => message?.role === 'tool')) return undefined
-      const id = new RegExp(`${RUN_MARKER} ([0-9a-f]{16})`).exec(textOf(user.content))?.[1]
+      // The last marker of the message (a framework may quote earlier turns before it).
+      const ids = [
+        ...textOf(user.content).matchAll(new RegExp(`${RUN_MARKER} ([0-9a-f]{16})`, 'g')),
+      ]
+      const id = ids.at(-1)?.[1]
       const command = id && commands.get(id)
       const tool = shellToolOf(body?.tools)
       if (!command || !tool) return undefined
@@ -255,10 +259,15 @@ export async function startAttackerModel(): Promise<AttackerModel> {
 /** The first line every attack script prints: proof that the agent's shell ran it. */
 export const SHELL_RAN = 'RED-TEAM-SHELL-RAN'
 
-/** A shell script handed to the exec tool without any quoting trouble (bash reads it from a pipe). */
-export function bashScript(script: string): string {
-  const whole = `echo ${SHELL_RAN}\n${script}`
-  return `echo ${Buffer.from(whole).toString('base64')} | base64 -d | bash 2>&1`
+/**
+ * A shell script handed to the exec tool without any quoting trouble (bash
+ * reads it from a pipe); it first prints SHELL_RAN with a nonce of its own,
+ * so no other run's output is ever taken for this one's.
+ */
+export function bashScript(script: string): { command: string; ran: string } {
+  const ran = `${SHELL_RAN} ${randomBytes(6).toString('hex')}`
+  const whole = `echo ${ran}\n${script}`
+  return { command: `echo ${Buffer.from(whole).toString('base64')} | base64 -d | bash 2>&1`, ran }
 }
 
 /** What the exec tool says when the agent has no shell at all (a minimal image). */
@@ -293,6 +302,8 @@ export interface CountingListener {
 export async function startCountingListener(host: string): Promise<CountingListener> {
   const server: Server = createServer((socket) => {
     listener.connections++
+    // The agent's side may reset the connection: that is no error of the test's.
+    socket.on('error', () => {})
     socket.end('red-team target\n')
   })
   await new Promise<void>((resolve, reject) => {
@@ -396,7 +407,7 @@ export interface RedTeamRange {
     body?: unknown
   ): Promise<{ status: number; body: any; text: string }>
   /** Has the attacker run `command` through its exec tool; answers the chat reply. */
-  runInAgent(command: string): Promise<string>
+  runInAgent(script: { command: string; ran: string }): Promise<string>
   /** Waits until an agent's container runs again (after a restart). */
   waitRunning(agentId: string): Promise<void>
   close(): Promise<void>
@@ -567,7 +578,7 @@ export async function startRange(mode: SandboxMode): Promise<RedTeamRange> {
       victimProblem = (error as Error).message.split('\n')[0]
     }
 
-    const runInAgent = async (command: string) => {
+    const runInAgent = async ({ command, ran }: { command: string; ran: string }) => {
       const message = model.message(command)
       let last = ''
       // A fresh (or restarted) gateway may still be getting ready: a few tries. Only a
@@ -578,7 +589,9 @@ export async function startRange(mode: SandboxMode): Promise<RedTeamRange> {
         if (answer.status === 200 && content.startsWith(TOOL_OUTPUT_PREFIX)) {
           const output = content.slice(TOOL_OUTPUT_PREFIX.length)
           // The tool ran but the shell did not: only "there is no shell" is an answer.
-          if (output.includes(SHELL_RAN) || NO_SHELL.test(output)) return output
+          if (output.includes(ran) || (!output.includes(SHELL_RAN) && NO_SHELL.test(output))) {
+            return output
+          }
         }
         last = `${answer.status} ${answer.text.slice(0, 500)}`
         await sleep(5_000)
