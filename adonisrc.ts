@@ -54,6 +54,13 @@ export default defineConfig({
         name: 'faults',
         timeout: 120_000,
       },
+      {
+        // Real agents attack the tenant boundary on every sandbox mode (docs/security.md
+        // "Red team"); also `npm run redteam`.
+        files: ['tests/redteam/**/*.spec.ts'],
+        name: 'redteam',
+        timeout: 900_000,
+      },
     ],
     forceExit: false,
   },

@@ -23,6 +23,13 @@ export const runnerHooks: Required<Pick<Config, 'setup' | 'teardown'>> = {
 }
 
 export const configureSuite: Config['configureSuite'] = (suite) => {
+  if (suite.name === 'redteam') {
+    // The attack x sandbox-mode table, printed and written to storage/ at the end.
+    return suite.teardown(async () => {
+      const { writeRedTeamReport } = await import('#tests/helpers/red_team')
+      await writeRedTeamReport()
+    })
+  }
   if (['browser', 'functional', 'e2e', 'faults'].includes(suite.name)) {
     return suite.setup(() => testUtils.httpServer().start())
   }
