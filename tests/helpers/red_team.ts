@@ -9,7 +9,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
 import { chmod, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises'
 import { createServer, Socket, type Server } from 'node:net'
 import { networkInterfaces, tmpdir } from 'node:os'
@@ -22,6 +22,7 @@ import { dockerNames } from '#runtime/docker/container_spec'
 import { dockerConfigured } from '#runtime/docker/docker_driver'
 import { PackageCache } from '#runtime/package_cache'
 import { bubblewrapWorks } from '#runtime/process/sandbox'
+import { unshareSandboxAvailability } from '#runtime/process/unshare_sandbox'
 import { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
 import { agentProcesses } from '#tests/helpers/agent_processes'
 import { apiKeyFor, createUser, TEST_PASSWORD } from '#tests/helpers/identity'
@@ -47,12 +48,6 @@ async function openclawProblem(): Promise<string | undefined> {
   }
 }
 
-/** True when this build's environment schema knows `AGENT_SANDBOX=<mode>`. */
-function sandboxModeExists(mode: string): boolean {
-  const schema = readFileSync(app.makePath('start/env.ts'), 'utf8')
-  return new RegExp(`AGENT_SANDBOX[^\\n]*'${mode}'`).test(schema)
-}
-
 export const SANDBOX_MODES: SandboxMode[] = [
   {
     // The strongest sandbox the host allows: bubblewrap where it works.
@@ -69,8 +64,9 @@ export const SANDBOX_MODES: SandboxMode[] = [
     name: 'unshare',
     env: { AGENT_RUNTIME: 'process', AGENT_SANDBOX: 'unshare' },
     async unavailable() {
-      if (process.getuid?.() !== 0) return 'the service does not run as root here'
-      if (!sandboxModeExists('unshare')) return 'AGENT_SANDBOX=unshare does not exist in this build'
+      // The filter argument only decides how io_uring is refused, not whether the mode works.
+      const { works, reason } = unshareSandboxAvailability(true)
+      if (!works) return `the unshare sandbox cannot be made here: ${reason}`
       return openclawProblem()
     },
   },
