@@ -449,6 +449,8 @@ export class RuntimeService {
   async stop(agentId: string): Promise<void> {
     try {
       await this.driver.stop(agentId)
+      // A boot cancelled before it launched ends with no `stopped` event of the driver's.
+      enterPhase(agentId, 'stopped')
     } finally {
       this.#unwanted.delete(agentId)
     }
