@@ -107,6 +107,9 @@ test.group('Agents: feed, plan limit pausing, boot recovery', (group) => {
     const listed = await client.get('/agents').bearerToken(jwt)
     const statuses = listed.body().data.agents.map((item: { status: string }) => item.status)
     assert.deepEqual(statuses, ['paused', 'paused', 'active'])
+    // Container events are stored as the runtime reports them, a moment after the stop.
+    await agentLifecycle.settled()
+    await agentLifecycle.eventsStored()
     const feed = await client.get(`/agents/${newest.id}/feed`).bearerToken(jwt)
     assert.includeDeepMembers(
       feed
