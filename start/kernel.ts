@@ -20,7 +20,7 @@ server.use([
 
 router.use([
   () => import('#core/http/body_limit_middleware'),
-  () => import('@adonisjs/core/bodyparser_middleware'),
+  () => import('#core/http/body_parser_middleware'),
   () => import('#core/http/input_gate_middleware'),
   () => import('#identity/middleware/initialize_auth_middleware'),
 ])

@@ -71,6 +71,9 @@ function check(value: string, field: string, strict: boolean) {
   }
 }
 
+/** Most levels of arrays and objects one input may nest (JSON schemas in model requests included). */
+export const MAX_INPUT_DEPTH = 256
+
 function fieldName(parent: string, key: string | number): string {
   if (typeof key === 'number') return `${parent}[${key}]`
   return parent ? `${parent}.${key}` : key
@@ -82,21 +85,34 @@ function fieldName(parent: string, key: string | number): string {
  * field. Walks a parsed value without recursion (bodies may nest deeply).
  */
 export function inspectInput(root: unknown, rootName: string, strictValues = false) {
-  const stack: Array<{ value: unknown; name: string; key: string }> = [
-    { value: root, name: rootName, key: rootName },
+  const stack: Array<{ value: unknown; name: string; key: string; depth: number }> = [
+    { value: root, name: rootName, key: rootName, depth: 0 },
   ]
   while (stack.length > 0) {
-    const { value, name, key } = stack.pop()!
+    const { value, name, key, depth } = stack.pop()!
     if (typeof value === 'string') {
       check(value, name, strictValues || IDENTIFIER_FIELDS.has(key))
-    } else if (Array.isArray(value)) {
+      continue
+    }
+    if (value === null || typeof value !== 'object') continue
+    // Deeper than any legitimate body; past it, recursive code further on
+    // (the framework's own helpers) would overflow the stack: a 500.
+    if (depth >= MAX_INPUT_DEPTH) {
+      throw new ValidationException(`The input nests deeper than ${MAX_INPUT_DEPTH} levels`)
+    }
+    if (Array.isArray(value)) {
       for (const [index, item] of value.entries()) {
-        stack.push({ value: item, name: fieldName(name, index), key })
+        stack.push({ value: item, name: fieldName(name, index), key, depth: depth + 1 })
       }
-    } else if (value !== null && typeof value === 'object') {
+    } else {
       for (const [childKey, child] of Object.entries(value)) {
         check(childKey, fieldName(name, childKey), true)
-        stack.push({ value: child, name: fieldName(name, childKey), key: childKey })
+        stack.push({
+          value: child,
+          name: fieldName(name, childKey),
+          key: childKey,
+          depth: depth + 1,
+        })
       }
     }
   }
