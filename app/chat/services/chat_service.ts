@@ -2,7 +2,10 @@ import app from '@adonisjs/core/services/app'
 import logger from '@adonisjs/core/services/logger'
 import { chatConfig } from '#config/chat'
 import { takeStreamSlot } from '#core/http/stream_slots'
-import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
+import {
+  AgentNotRunningException,
+  ServiceUnavailableException,
+} from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
 import { isUuid, ownedAgent } from '#agents/services/agent_access'
 import { decryptSecrets } from '#agents/services/config_secrets'
@@ -294,12 +297,16 @@ async function route(context: RouteContext): Promise<{ reply: RoutedReply; route
   agentLifecycle
     .wake(context.agent)
     .catch((error) => logger.warn({ agentId: context.agent.id, err: error }, 'chat: wake failed'))
-  if (!(await context.running)) return fallback()
+  // A stopped agent's container may still be on its way down (stops finish
+  // in the background): its owner turned it off, so it no longer answers.
+  if (context.agent.status !== 'active' || !(await context.running)) return fallback()
   try {
     return { reply: await viaContainer(context), route: 'container' }
   } catch (error) {
     if (context.options.signal?.aborted) throw error
-    if (!(error instanceof ContainerChatError)) throw error
+    // The container stopped between the look and the call (CONTRACT: chat never answers 409).
+    const stoppedMeanwhile = error instanceof AgentNotRunningException
+    if (!(error instanceof ContainerChatError) && !stoppedMeanwhile) throw error
     if (context.streamed > 0) {
       logger.warn(
         { agentId: context.agent.id, reason: error.message },
