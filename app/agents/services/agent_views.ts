@@ -87,9 +87,10 @@ function foldersUsable(agent: Agent): boolean {
 
 /** `{ memory }` from the framework's memory store; read from disk while it sleeps; 409 when stopped. */
 export async function memoryOf(agent: Agent) {
+  // By the stored status: a stop finishes in the background, its container may still run.
+  if (!foldersUsable(agent)) throw new AgentNotRunningException()
   const service = await runtime()
-  if (foldersUsable(agent)) return { memory: await service.memoryAtRest(agent.id, agent.framework) }
-  return { memory: await service.memory(agent.id) }
+  return { memory: await service.memoryAtRest(agent.id, agent.framework) }
 }
 
 /**
@@ -98,7 +99,7 @@ export async function memoryOf(agent: Agent) {
  * 403 for paths outside the workspace.
  */
 export async function filesOf(agent: Agent): Promise<WorkspaceFiles> {
+  if (!foldersUsable(agent)) throw new AgentNotRunningException()
   const service = await runtime()
-  if (foldersUsable(agent)) return service.filesAtRest(agent.id)
-  return service.files(agent.id)
+  return service.filesAtRest(agent.id)
 }
