@@ -35,6 +35,8 @@ import type {
 const LOG_FOLLOW_POLL_MS = 1000
 /** Most lines a log stream catches up on when the container it waited for starts. */
 const LOG_CATCH_UP_LINES = 1000
+/** How long a boot past the readiness timeout is still watched for its first answer. */
+const SLOW_BOOT_WATCH_MS = 15 * 60_000
 
 /** Finds an installed framework plugin by name (the PluginRegistry fits). */
 export interface FrameworkResolver {
@@ -313,7 +315,9 @@ export class RuntimeService {
         this.#runs.delete(spec.agentId)
       }
       this.#capacity.adopt(spec.agentId, reservedMb)
-      if (!this.#ready.has(spec.agentId)) this.waitUntilReady(spec.agentId).catch(() => {})
+      if (!this.#ready.has(spec.agentId)) {
+        this.waitUntilReady(spec.agentId).catch((error) => this.#watchSlowBoot(spec.agentId, error))
+      }
       return { info: created, adopted: true }
     }
     // Waits in the boot queue until a boot slot and its memory are free.
@@ -338,8 +342,18 @@ export class RuntimeService {
   /** Holds the boot slot until the framework is ready (or its boot failed), then frees it. */
   #watchBoot(agentId: string) {
     this.waitUntilReady(agentId)
-      .catch(() => {})
+      .catch((error) => this.#watchSlowBoot(agentId, error))
       .finally(() => this.#capacity.booted(agentId))
+  }
+
+  /**
+   * A framework past the readiness timeout (a loaded host) frees its boot
+   * slot but is still watched, so it shows `running` once it answers
+   * instead of `starting` for good.
+   */
+  #watchSlowBoot(agentId: string, error: unknown) {
+    if (!(error instanceof ServiceUnavailableException)) return
+    this.waitUntilReady(agentId, { timeoutMs: SLOW_BOOT_WATCH_MS }).catch(() => {})
   }
 
   /**

@@ -43,7 +43,7 @@ export interface RuntimeHarness {
 /** A process-driver runtime on a private agents folder, with fast restart settings. */
 export async function processHarness(
   options: Partial<ProcessDriverOptions> = {},
-  runtimeOptions: Pick<RuntimeServiceOptions, 'capacity'> = {}
+  runtimeOptions: Pick<RuntimeServiceOptions, 'capacity' | 'readinessTimeoutMs'> = {}
 ): Promise<RuntimeHarness> {
   const agentsDir = await mkdtemp(join(tmpdir(), 'agent-host-agents-'))
   const registry = await testRegistry()

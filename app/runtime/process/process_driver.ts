@@ -553,27 +553,31 @@ export class ProcessDriver implements ContainerDriver {
    * starting a second one). A failure is logged; agents then retry it.
    */
   async prepareFrameworks(plugins: FrameworkPlugin[]): Promise<void> {
-    for (const plugin of plugins) {
-      if (!plugin.prepareHost) continue
-      const started = Date.now()
-      try {
-        await plugin.prepareHost({
-          nodeExecutable: this.#node,
-          ensureNpmPackage: (name, version) => this.#packages.ensure(name, version),
-          ensurePythonPackages: (name, requirements) =>
-            this.#pythonPackages.ensure(name, requirements),
-          log: (message) => this.#log(`[${plugin.name}] ${message}`),
-          compileCache:
-            this.options.compileCache === false
-              ? undefined
-              : { dir: join(this.options.cacheDir, 'compile-cache'), uid: process.getuid?.() ?? 0 },
-        })
-        this.#log(
-          `${plugin.name} ready on this host in ${Math.round((Date.now() - started) / 1000)} s`
-        )
-      } catch (error) {
-        this.#log(`${plugin.name} could not be prepared: ${(error as Error).message}`)
-      }
+    // All at once: one framework's long install (Hermes from PyPI) must not
+    // hold back another's (an OpenClaw agent created meanwhile would wait).
+    await Promise.all(plugins.map((plugin) => this.#prepareFramework(plugin)))
+  }
+
+  async #prepareFramework(plugin: FrameworkPlugin): Promise<void> {
+    if (!plugin.prepareHost) return
+    const started = Date.now()
+    try {
+      await plugin.prepareHost({
+        nodeExecutable: this.#node,
+        ensureNpmPackage: (name, version) => this.#packages.ensure(name, version),
+        ensurePythonPackages: (name, requirements) =>
+          this.#pythonPackages.ensure(name, requirements),
+        log: (message) => this.#log(`[${plugin.name}] ${message}`),
+        compileCache:
+          this.options.compileCache === false
+            ? undefined
+            : { dir: join(this.options.cacheDir, 'compile-cache'), uid: process.getuid?.() ?? 0 },
+      })
+      this.#log(
+        `${plugin.name} ready on this host in ${Math.round((Date.now() - started) / 1000)} s`
+      )
+    } catch (error) {
+      this.#log(`${plugin.name} could not be prepared: ${(error as Error).message}`)
     }
   }
 
