@@ -21,6 +21,7 @@ import { AgentNetworkGuard } from '#runtime/docker/agent_network'
 import {
   buildLocalImage,
   IMAGE_USER,
+  localImageTag,
   type StagedPackage,
   type StagedPythonEnvironment,
 } from '#runtime/docker/local_images'
@@ -253,18 +254,20 @@ export class DockerDriver implements ContainerDriver {
         this.log(`could not pull ${launch.image} (${(error as Error).message}); building locally`)
       }
     }
-    if (!(await this.#hasImage(recipe.tag))) await this.#build(recipe)
-    return { ...launch, image: recipe.tag, command: recipe.command, user: IMAGE_USER }
+    const tag = localImageTag(recipe)
+    if (!(await this.#hasImage(tag))) await this.#build(recipe)
+    return { ...launch, image: tag, command: recipe.command, user: IMAGE_USER }
   }
 
   /** One build per tag at a time (concurrent starts of one framework share it). */
   readonly #builds = new Map<string, Promise<void>>()
 
   #build(recipe: LocalImageRecipe): Promise<void> {
-    let pending = this.#builds.get(recipe.tag)
+    const tag = localImageTag(recipe)
+    let pending = this.#builds.get(tag)
     if (!pending) {
       pending = (async () => {
-        this.log(`building ${recipe.tag} locally`)
+        this.log(`building ${tag} locally`)
         const packages: StagedPackage[] = []
         const installed: Array<{ name: string; packageDir: string }> = []
         for (const { name, version } of recipe.npmPackages ?? []) {
@@ -288,10 +291,14 @@ export class DockerDriver implements ContainerDriver {
           }).ensure(name, requirements)
           python = { name, venvDir }
         }
-        await buildLocalImage(this.#docker, recipe, { packages, python })
-        this.log(`built ${recipe.tag}`)
-      })().finally(() => this.#builds.delete(recipe.tag))
-      this.#builds.set(recipe.tag, pending)
+        await buildLocalImage(this.#docker, recipe, {
+          packages,
+          python,
+          log: (message) => this.log(message),
+        })
+        this.log(`built ${tag}`)
+      })().finally(() => this.#builds.delete(tag))
+      this.#builds.set(tag, pending)
     }
     return pending
   }
