@@ -18,9 +18,11 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import app from '@adonisjs/core/services/app'
 import Docker from 'dockerode'
 import { storageDir } from '#core/bootstrap/paths'
+import { agentPaths } from '#runtime/agent_paths'
 import { dockerNames } from '#runtime/docker/container_spec'
 import { dockerConfigured } from '#runtime/docker/docker_driver'
 import { PackageCache } from '#runtime/package_cache'
+import { readRecord } from '#runtime/process/process_record'
 import { bubblewrapWorks } from '#runtime/process/sandbox'
 import { unshareSandboxAvailability } from '#runtime/process/unshare_sandbox'
 import { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
@@ -257,13 +259,18 @@ export const SHELL_RAN = 'RED-TEAM-SHELL-RAN'
 
 /**
  * A shell script handed to the exec tool without any quoting trouble (bash
- * reads it from a pipe); it first prints SHELL_RAN with a nonce of its own,
- * so no other run's output is ever taken for this one's.
+ * reads it from a pipe, or sh where there is no bash: a BusyBox image, so
+ * scripts keep to POSIX sh unless they check for bash); it first prints
+ * SHELL_RAN with a nonce of its own, so no other run's output is ever
+ * taken for this one's.
  */
 export function bashScript(script: string): { command: string; ran: string } {
   const ran = `${SHELL_RAN} ${randomBytes(6).toString('hex')}`
   const whole = `echo ${ran}\n${script}`
-  return { command: `echo ${Buffer.from(whole).toString('base64')} | base64 -d | bash 2>&1`, ran }
+  return {
+    command: `echo ${Buffer.from(whole).toString('base64')} | base64 -d | $(command -v bash || echo sh) 2>&1`,
+    ran,
+  }
 }
 
 /** What the exec tool says when the agent has no shell at all (a minimal image). */
@@ -621,24 +628,31 @@ export async function startRange(mode: SandboxMode): Promise<RedTeamRange> {
   }
 }
 
-/** The listening TCP port of an agent's gateway, seen from the host. */
-export async function gatewayPortOf(range: RedTeamRange, agentId: string): Promise<number> {
+/**
+ * Where an agent's gateway listens, as the service reaches it: a docker
+ * agent's published port on 127.0.0.1; a process agent's address and port
+ * from the service's record of it (its network namespace's address, or
+ * 127.0.0.1 when agents share the host's network).
+ */
+export async function gatewayOf(
+  range: RedTeamRange,
+  agentId: string
+): Promise<{ host: string; port: number }> {
   if (range.mode.env.AGENT_RUNTIME === 'docker') {
     const info = await new Docker().getContainer(dockerNames(agentId).container).inspect()
     const bindings = Object.values(info.NetworkSettings.Ports ?? {}).flat()
-    const port = Number(bindings.find((binding) => binding?.HostPort)?.HostPort)
-    if (port) return port
+    const binding = bindings.find((candidate) => candidate?.HostPort)
+    if (binding) return { host: '127.0.0.1', port: Number(binding.HostPort) }
     throw new Error(`no published port for agent ${agentId}`)
   }
-  const pids = new Set(agentProcesses(range.agentsDir).get(agentId) ?? [])
-  const listing = spawnSync('ss', ['-ltnpH'], { encoding: 'utf8' }).stdout ?? ''
-  for (const line of listing.split('\n')) {
-    const pid = Number(/pid=(\d+)/.exec(line)?.[1])
-    if (!pids.has(pid)) continue
-    const port = Number(/:(\d+)\s/.exec(line.split(/\s+/).slice(3).join(' ') + ' ')?.[1])
-    if (port) return port
-  }
-  throw new Error(`no listening port found for agent ${agentId}`)
+  const record = await readRecord(agentPaths(range.agentsDir, agentId).recordFile)
+  if (record) return { host: record.host ?? '127.0.0.1', port: record.port }
+  throw new Error(`no process record for agent ${agentId}`)
+}
+
+/** The service's own folder of an agent (`<agents>/.runtime/<id>`): its logs, records, credentials. */
+export function serviceFolderOf(range: RedTeamRange, agentId: string): string {
+  return agentPaths(range.agentsDir, agentId).runtime
 }
 
 /** A root-only file of the service's with known content (a write target). */
