@@ -25,6 +25,7 @@ import {
   type StagedPackage,
   type StagedPythonEnvironment,
 } from '#runtime/docker/local_images'
+import { disableIoUringForUnprivileged, ioUringDisabledLevel } from '#runtime/io_uring_sysctl'
 import { PackageCache } from '#runtime/package_cache'
 import { PythonPackageCache } from '#runtime/python_cache'
 import { DockerStreamDemuxer, LineSplitter, demuxDockerLogs } from '#runtime/docker/docker_streams'
@@ -259,6 +260,43 @@ export class DockerDriver implements ContainerDriver {
     return { ...launch, image: tag, command: recipe.command, user: IMAGE_USER }
   }
 
+  #ioUringRefused?: Promise<void>
+
+  /**
+   * Docker's default seccomp profile allows io_uring before engine 25.0
+   * (a large kernel attack surface): on such a local engine, as root, the
+   * service sets kernel.io_uring_disabled=1 as the unshare sandbox does
+   * (app/runtime/io_uring_sysctl.ts), so containers (no CAP_SYS_ADMIN) are
+   * refused it; where it cannot, the log says io_uring stays open to them.
+   */
+  #refuseIoUring(): Promise<void> {
+    this.#ioUringRefused ??= (async () => {
+      const { Version } = await this.#docker.version()
+      if (!(Number(/^(\d+)\./.exec(Version ?? '')?.[1]) < 25)) return
+      const open = `Docker ${Version}'s default seccomp profile allows io_uring in containers`
+      const remote = process.env.DOCKER_HOST && !process.env.DOCKER_HOST.startsWith('unix://')
+      if (remote) {
+        this.log(`WARNING: ${open}; set kernel.io_uring_disabled=1 on the engine's host`)
+        return
+      }
+      if (process.getuid?.() !== 0 || ioUringDisabledLevel() === undefined) {
+        if ((ioUringDisabledLevel() ?? 0) < 1) {
+          this.log(`WARNING: ${open} and kernel.io_uring_disabled cannot be set here`)
+        }
+        return
+      }
+      if (disableIoUringForUnprivileged('the docker driver')) {
+        this.log(
+          `set kernel.io_uring_disabled=1: ${open}; io_uring now needs CAP_SYS_ADMIN on this host, which containers never have`
+        )
+      }
+    })().catch((error) => {
+      this.#ioUringRefused = undefined
+      throw error
+    })
+    return this.#ioUringRefused
+  }
+
   /** One build per tag at a time (concurrent starts of one framework share it). */
   readonly #builds = new Map<string, Promise<void>>()
 
@@ -390,6 +428,7 @@ export class DockerDriver implements ContainerDriver {
       await previous.remove({ force: true })
     }
 
+    await this.#refuseIoUring()
     const launch = await this.resolveImage(plugin.containerLaunch(context))
     const created = record(launch.user)
     await this.#ensureNetwork(agentId)
