@@ -25,7 +25,8 @@ import { PackageCache } from '#runtime/package_cache'
 import { readRecord } from '#runtime/process/process_record'
 import { bubblewrapWorks } from '#runtime/process/sandbox'
 import { unshareSandboxAvailability } from '#runtime/process/unshare_sandbox'
-import { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
+import openclawPlugin, { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
+import fixturePlugin from '../fixtures/plugins/fixture/index.ts'
 import { agentProcesses } from '#tests/helpers/agent_processes'
 import { apiKeyFor, createUser, TEST_PASSWORD } from '#tests/helpers/identity'
 import { startModelUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
@@ -383,6 +384,8 @@ export interface RangeAgent {
   id: string
   /** The agent's own top folder on the host (process driver). */
   folder: string
+  /** Its workspace as the agent itself sees it (a docker agent: the path in its container). */
+  workspace: string
 }
 
 export interface RedTeamRange {
@@ -424,6 +427,15 @@ async function waitForHealth(server: ServerProcess) {
     await sleep(200)
   }
   throw new Error(`the red-team server did not start:\n${server.output().slice(-4000)}`)
+}
+
+/** Where an agent sees its workspace: the host folder, or the framework's path in its container. */
+function workspaceSeenBy(mode: SandboxMode, folder: string, framework: string): string {
+  if (mode.env.AGENT_RUNTIME !== 'docker') return join(folder, 'workspace')
+  const path = { openclaw: openclawPlugin, fixture: fixturePlugin }[framework]?.containerPaths
+    ?.workspace
+  if (!path) throw new Error(`${framework} names no workspace in its container`)
+  return path
 }
 
 /** Starts the server of `mode`, its owner and both agents; close() undoes all of it. */
@@ -559,7 +571,8 @@ export async function startRange(mode: SandboxMode): Promise<RedTeamRange> {
       for (let attempt = 1; ; attempt++) {
         try {
           await waitRunning(id)
-          return { id, folder: join(agentsDir, id) }
+          const folder = join(agentsDir, id)
+          return { id, folder, workspace: workspaceSeenBy(mode, folder, body.framework as string) }
         } catch (error) {
           if (attempt >= 3) throw error
           console.log(`  red team: ${body.framework} agent did not start, starting it again`)

@@ -185,7 +185,7 @@ async function soulLinkAndRestart(range: RedTeamRange): Promise<Outcome> {
   try {
     const output = await range.runInAgent(
       bashScript(
-        `cd ${range.attacker.folder}/workspace || exit 1\nrm -f SOUL.md && ln -s ${target} SOUL.md && echo PLANTED`
+        `cd ${range.attacker.workspace} || exit 1\nrm -f SOUL.md && ln -s ${target} SOUL.md && echo PLANTED`
       )
     )
     // Nothing planted, nothing to follow: the restart would prove nothing more.
@@ -213,7 +213,7 @@ async function skillsLink(range: RedTeamRange): Promise<Outcome> {
   try {
     const output = await range.runInAgent(
       bashScript(
-        `cd ${range.attacker.folder}/workspace || exit 1\nrm -rf skills && ln -s ${targetDir} skills && echo PLANTED`
+        `cd ${range.attacker.workspace} || exit 1\nrm -rf skills && ln -s ${targetDir} skills && echo PLANTED`
       )
     )
     const installed = await range.call('POST', `/agents/${range.attacker.id}/skills/install`, {
@@ -237,7 +237,7 @@ async function knowledgeLink(range: RedTeamRange): Promise<Outcome> {
   try {
     const output = await range.runInAgent(
       bashScript(
-        `cd ${range.attacker.folder}/workspace || exit 1\nrm -rf knowledge && mkdir knowledge && ln -s ${target} knowledge/red-team.txt && echo PLANTED`
+        `cd ${range.attacker.workspace} || exit 1\nrm -rf knowledge && mkdir knowledge && ln -s ${target} knowledge/red-team.txt && echo PLANTED`
       )
     )
     const uploaded = await range.call('POST', `/agents/${range.attacker.id}/knowledge`, {
@@ -263,7 +263,7 @@ async function filesApiThroughLink(range: RedTeamRange): Promise<Outcome> {
   try {
     const output = await range.runInAgent(
       bashScript(
-        `cd ${range.attacker.folder}/workspace || exit 1\nln -sf ${range.canaryFile} leak.txt && ln -sf ${target} written.txt && echo PLANTED`
+        `cd ${range.attacker.workspace} || exit 1\nln -sf ${range.canaryFile} leak.txt && ln -sf ${target} written.txt && echo PLANTED`
       )
     )
     const read = await range.call(
