@@ -329,9 +329,14 @@ export async function startCountingListener(host: string): Promise<CountingListe
   return listener
 }
 
-/** A private-range address of this machine's own (never anything off it). */
-export const PRIVATE_ADDRESS = '10.213.77.1'
-const DUMMY_INTERFACE = 'rt-redteam0'
+/**
+ * A private-range address of this machine's own (never anything off it),
+ * outside the agents' own range (AGENT_NETWORK_CIDR, 10.213.0.0/16), and
+ * its dummy interface: both of this test process, so red-team runs side by
+ * side on one host never remove each other's target.
+ */
+export const PRIVATE_ADDRESS = `10.254.${(process.pid % 250) + 1}.1`
+const DUMMY_INTERFACE = `rtrt${process.pid % 100_000}`
 
 function ip(args: string[]) {
   return spawnSync('ip', args, { encoding: 'utf8', timeout: 10_000 })

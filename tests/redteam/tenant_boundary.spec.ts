@@ -442,11 +442,17 @@ async function ioUringSetup(range: RedTeamRange): Promise<Outcome> {
         `perl -e '${IO_URING_PERL}'`,
         ...(probe
           ? [
-              // The agent writes and runs a program of its own (a static binary, no libc).
+              // The agent writes and runs a program of its own (a static binary, no libc), from
+              // the first writable folder that lets it (a container's /tmp may be noexec).
               'else',
-              'probe="${TMPDIR:-/tmp}/io-uring-probe-$$"',
-              `echo '${probe}' | base64 -d > "$probe" && chmod 700 "$probe" && "$probe"`,
-              'rm -f "$probe"',
+              'for dir in "${TMPDIR:-/tmp}" /tmp "$HOME" "$PWD"; do',
+              '  probe="$dir/io-uring-probe-$$"',
+              `  echo '${probe}' | base64 -d > "$probe" 2>/dev/null && chmod 700 "$probe" || continue`,
+              '  result=$("$probe" 2>&1)',
+              '  rm -f "$probe"',
+              '  echo "$result"',
+              '  case "$result" in *io_uring-fd=*) break ;; esac',
+              'done',
             ]
           : ['else echo "io_uring-fd=none: neither python3 nor perl"']),
         'fi',
