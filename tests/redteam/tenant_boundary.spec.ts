@@ -384,7 +384,8 @@ async function procListsHostProcesses(
   )
   if (/\/proc\/\d+\/cmdline/.test(output)) return succeeded('a host process is visible in /proc')
   const visible = /processes-visible=(\d+)/.exec(output)?.[1]
-  return refused(visible ? `own pid namespace (${visible} processes)` : refusal(output))
+  // A pid namespace of its own or a procfs hiding other uids (bubblewrap as root): the count says which it saw.
+  return refused(visible ? `only ${visible} processes listed, none of the host's` : refusal(output))
 }
 
 const IO_URING_PYTHON = [
