@@ -18,12 +18,15 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import app from '@adonisjs/core/services/app'
 import Docker from 'dockerode'
 import { storageDir } from '#core/bootstrap/paths'
+import { agentPaths } from '#runtime/agent_paths'
 import { dockerNames } from '#runtime/docker/container_spec'
 import { dockerConfigured } from '#runtime/docker/docker_driver'
 import { PackageCache } from '#runtime/package_cache'
+import { readRecord } from '#runtime/process/process_record'
 import { bubblewrapWorks } from '#runtime/process/sandbox'
 import { unshareSandboxAvailability } from '#runtime/process/unshare_sandbox'
-import { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
+import openclawPlugin, { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
+import fixturePlugin from '../fixtures/plugins/fixture/index.ts'
 import { agentProcesses } from '#tests/helpers/agent_processes'
 import { apiKeyFor, createUser, TEST_PASSWORD } from '#tests/helpers/identity'
 import { startModelUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
@@ -257,13 +260,18 @@ export const SHELL_RAN = 'RED-TEAM-SHELL-RAN'
 
 /**
  * A shell script handed to the exec tool without any quoting trouble (bash
- * reads it from a pipe); it first prints SHELL_RAN with a nonce of its own,
- * so no other run's output is ever taken for this one's.
+ * reads it from a pipe, or sh where there is no bash: a BusyBox image, so
+ * scripts keep to POSIX sh unless they check for bash); it first prints
+ * SHELL_RAN with a nonce of its own, so no other run's output is ever
+ * taken for this one's.
  */
 export function bashScript(script: string): { command: string; ran: string } {
   const ran = `${SHELL_RAN} ${randomBytes(6).toString('hex')}`
   const whole = `echo ${ran}\n${script}`
-  return { command: `echo ${Buffer.from(whole).toString('base64')} | base64 -d | bash 2>&1`, ran }
+  return {
+    command: `echo ${Buffer.from(whole).toString('base64')} | base64 -d | $(command -v bash || echo sh) 2>&1`,
+    ran,
+  }
 }
 
 /** What the exec tool says when the agent has no shell at all (a minimal image). */
@@ -321,9 +329,14 @@ export async function startCountingListener(host: string): Promise<CountingListe
   return listener
 }
 
-/** A private-range address of this machine's own (never anything off it). */
-export const PRIVATE_ADDRESS = '10.213.77.1'
-const DUMMY_INTERFACE = 'rt-redteam0'
+/**
+ * A private-range address of this machine's own (never anything off it),
+ * outside the agents' own range (AGENT_NETWORK_CIDR, 10.213.0.0/16), and
+ * its dummy interface: both of this test process, so red-team runs side by
+ * side on one host never remove each other's target.
+ */
+export const PRIVATE_ADDRESS = `10.254.${(process.pid % 250) + 1}.1`
+const DUMMY_INTERFACE = `rtrt${process.pid % 100_000}`
 
 function ip(args: string[]) {
   return spawnSync('ip', args, { encoding: 'utf8', timeout: 10_000 })
@@ -376,6 +389,8 @@ export interface RangeAgent {
   id: string
   /** The agent's own top folder on the host (process driver). */
   folder: string
+  /** Its workspace as the agent itself sees it (a docker agent: the path in its container). */
+  workspace: string
 }
 
 export interface RedTeamRange {
@@ -417,6 +432,15 @@ async function waitForHealth(server: ServerProcess) {
     await sleep(200)
   }
   throw new Error(`the red-team server did not start:\n${server.output().slice(-4000)}`)
+}
+
+/** Where an agent sees its workspace: the host folder, or the framework's path in its container. */
+function workspaceSeenBy(mode: SandboxMode, folder: string, framework: string): string {
+  if (mode.env.AGENT_RUNTIME !== 'docker') return join(folder, 'workspace')
+  const path = { openclaw: openclawPlugin, fixture: fixturePlugin }[framework]?.containerPaths
+    ?.workspace
+  if (!path) throw new Error(`${framework} names no workspace in its container`)
+  return path
 }
 
 /** Starts the server of `mode`, its owner and both agents; close() undoes all of it. */
@@ -552,7 +576,8 @@ export async function startRange(mode: SandboxMode): Promise<RedTeamRange> {
       for (let attempt = 1; ; attempt++) {
         try {
           await waitRunning(id)
-          return { id, folder: join(agentsDir, id) }
+          const folder = join(agentsDir, id)
+          return { id, folder, workspace: workspaceSeenBy(mode, folder, body.framework as string) }
         } catch (error) {
           if (attempt >= 3) throw error
           console.log(`  red team: ${body.framework} agent did not start, starting it again`)
@@ -621,24 +646,31 @@ export async function startRange(mode: SandboxMode): Promise<RedTeamRange> {
   }
 }
 
-/** The listening TCP port of an agent's gateway, seen from the host. */
-export async function gatewayPortOf(range: RedTeamRange, agentId: string): Promise<number> {
+/**
+ * Where an agent's gateway listens, as the service reaches it: a docker
+ * agent's published port on 127.0.0.1; a process agent's address and port
+ * from the service's record of it (its network namespace's address, or
+ * 127.0.0.1 when agents share the host's network).
+ */
+export async function gatewayOf(
+  range: RedTeamRange,
+  agentId: string
+): Promise<{ host: string; port: number }> {
   if (range.mode.env.AGENT_RUNTIME === 'docker') {
     const info = await new Docker().getContainer(dockerNames(agentId).container).inspect()
     const bindings = Object.values(info.NetworkSettings.Ports ?? {}).flat()
-    const port = Number(bindings.find((binding) => binding?.HostPort)?.HostPort)
-    if (port) return port
+    const binding = bindings.find((candidate) => candidate?.HostPort)
+    if (binding) return { host: '127.0.0.1', port: Number(binding.HostPort) }
     throw new Error(`no published port for agent ${agentId}`)
   }
-  const pids = new Set(agentProcesses(range.agentsDir).get(agentId) ?? [])
-  const listing = spawnSync('ss', ['-ltnpH'], { encoding: 'utf8' }).stdout ?? ''
-  for (const line of listing.split('\n')) {
-    const pid = Number(/pid=(\d+)/.exec(line)?.[1])
-    if (!pids.has(pid)) continue
-    const port = Number(/:(\d+)\s/.exec(line.split(/\s+/).slice(3).join(' ') + ' ')?.[1])
-    if (port) return port
-  }
-  throw new Error(`no listening port found for agent ${agentId}`)
+  const record = await readRecord(agentPaths(range.agentsDir, agentId).recordFile)
+  if (record) return { host: record.host ?? '127.0.0.1', port: record.port }
+  throw new Error(`no process record for agent ${agentId}`)
+}
+
+/** The service's own folder of an agent (`<agents>/.runtime/<id>`): its logs, records, credentials. */
+export function serviceFolderOf(range: RedTeamRange, agentId: string): string {
+  return agentPaths(range.agentsDir, agentId).runtime
 }
 
 /** A root-only file of the service's with known content (a write target). */

@@ -8,15 +8,17 @@
  * at the end of the suite (storage/redteam-report.md).
  */
 import { spawnSync, type ChildProcess } from 'node:child_process'
+import { readFileSync, rmSync } from 'node:fs'
 import { lstat, mkdir, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises'
-import { join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
+import { constants as osConstants, tmpdir } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { test } from '@japa/runner'
 import {
   addPrivateAddress,
   answersFromHost,
   bashScript,
-  gatewayPortOf,
+  gatewayOf,
   hostAddress,
   NO_SHELL,
   PRIVATE_ADDRESS,
@@ -24,6 +26,7 @@ import {
   removePrivateAddress,
   rootOnlyFile,
   SANDBOX_MODES,
+  serviceFolderOf,
   setuidRootPrograms,
   startCountingListener,
   startMarkedHostProcess,
@@ -45,7 +48,8 @@ function refusal(output: string): string {
     [/Connection refused/i, 'ECONNREFUSED'],
     [/Network is unreachable/i, 'ENETUNREACH'],
     [/No route to host/i, 'EHOSTUNREACH'],
-    [/probe-exit=124/, 'timeout'],
+    // GNU timeout exits 124, BusyBox's 143 (its SIGTERM).
+    [/probe-exit=(124|143)\b/, 'timeout'],
     [/Function not implemented/i, 'ENOSYS'],
     [NO_SHELL, 'no shell'],
     [/command not found/i, 'tool missing'],
@@ -62,15 +66,18 @@ const succeeded = (how: string): Outcome => ({ succeeded: true, how })
 // ---------------------------------------------------------------------------
 // Link attacks: the agent plants links where the service reads or writes.
 
-/** Root removes what the agent put in its top folder and puts `runtime` back. */
-async function restoreRuntimeFolder(range: RedTeamRange, runtimeExisted: boolean) {
-  const runtime = join(range.attacker.folder, 'runtime')
-  const moved = join(range.attacker.folder, 'runtime.moved-by-agent')
+/**
+ * Root undoes a swap of the agent's service folder (`<agents>/.runtime/<id>`):
+ * what the agent made there goes, the moved folder comes back.
+ */
+async function restoreServiceFolder(range: RedTeamRange, existed: boolean) {
+  const folder = serviceFolderOf(range, range.attacker.id)
+  const moved = `${folder}.moved-by-agent`
   if (await lstat(moved).catch(() => undefined)) {
-    await rm(runtime, { recursive: true, force: true })
-    await rename(moved, runtime)
-  } else if (!runtimeExisted) {
-    await rm(runtime, { recursive: true, force: true })
+    await rm(folder, { recursive: true, force: true })
+    await rename(moved, folder)
+  } else if (!existed) {
+    await rm(folder, { recursive: true, force: true })
   }
 }
 
@@ -87,12 +94,18 @@ async function existsAsRoot(path: string) {
   return (await lstat(path).catch(() => undefined)) !== undefined
 }
 
-/** The agent's script that replaces `runtime/` of its top folder by a folder it owns. */
-function swapRuntimeScript(range: RedTeamRange, fill: string): string {
+/**
+ * The agent's script that replaces the folder where the service keeps its
+ * logs, records and credentials of the agent by a folder it owns; `fill`
+ * runs inside the new folder.
+ */
+function swapServiceFolderScript(range: RedTeamRange, fill: string): string {
+  const folder = serviceFolderOf(range, range.attacker.id)
   return [
-    `cd ${range.attacker.folder} || exit 1`,
-    'if [ -e runtime ]; then mv runtime runtime.moved-by-agent || exit 1; fi',
-    'mkdir runtime || exit 1',
+    `cd ${dirname(folder)} || exit 1`,
+    `if [ -e ${basename(folder)} ]; then mv ${basename(folder)} ${basename(folder)}.moved-by-agent || exit 1; fi`,
+    `mkdir ${basename(folder)} || exit 1`,
+    `cd ${basename(folder)} || exit 1`,
     fill,
     'echo PLANTED',
   ].join('\n')
@@ -103,13 +116,14 @@ async function runtimeLinkSwap(range: RedTeamRange): Promise<Outcome> {
   assert(range.canary.length >= 16, 'the APP_KEY canary is readable by root')
   const before = await range.call('GET', `/agents/${range.attacker.id}/logs?tail=5`)
   assert(before.status === 200, `the logs API answers (${before.status})`)
-  const runtimeExisted = await existsAsRoot(join(range.attacker.folder, 'runtime'))
+  const serviceFolder = serviceFolderOf(range, range.attacker.id)
+  const existed = await existsAsRoot(serviceFolder)
   try {
     const output = await range.runInAgent(
       bashScript(
-        swapRuntimeScript(
+        swapServiceFolderScript(
           range,
-          `for name in output.log output.log.1 process.json credentials.json; do ln -s ${range.canaryFile} runtime/$name || exit 1; done`
+          `for name in output.log output.log.1 process.json credentials.json; do ln -s ${range.canaryFile} $name || exit 1; done`
         )
       )
     )
@@ -122,24 +136,25 @@ async function runtimeLinkSwap(range: RedTeamRange): Promise<Outcome> {
     }
     return refused(output.includes('PLANTED') ? 'link not followed' : refusal(output))
   } finally {
-    await restoreRuntimeFolder(range, runtimeExisted)
+    await restoreServiceFolder(range, existed)
   }
 }
 
 async function rotationThroughLink(range: RedTeamRange): Promise<Outcome> {
   const target = await rootOnlyFile(range, 'rotation-target')
   const original = await readFile(target, 'utf8')
-  const runtimeExisted = await existsAsRoot(join(range.attacker.folder, 'runtime'))
-  const planted = join(range.attacker.folder, 'runtime', 'output.log')
+  const serviceFolder = serviceFolderOf(range, range.attacker.id)
+  const existed = await existsAsRoot(serviceFolder)
+  const planted = join(serviceFolder, 'output.log')
   try {
     const output = await range.runInAgent(
       bashScript(
-        swapRuntimeScript(
+        swapServiceFolderScript(
           range,
           [
             // A log over the 5 MB cap, and its rotated file a link to the service's file.
-            "head -c 6000000 /dev/zero | tr '\\0' R > runtime/output.log || exit 1",
-            `ln -s ${target} runtime/output.log.1 || exit 1`,
+            "head -c 6000000 /dev/zero | tr '\\0' R > output.log || exit 1",
+            `ln -s ${target} output.log.1 || exit 1`,
           ].join('\n')
         )
       )
@@ -160,7 +175,7 @@ async function rotationThroughLink(range: RedTeamRange): Promise<Outcome> {
         : 'agent folder not used'
     )
   } finally {
-    await restoreRuntimeFolder(range, runtimeExisted)
+    await restoreServiceFolder(range, existed)
   }
 }
 
@@ -170,7 +185,7 @@ async function soulLinkAndRestart(range: RedTeamRange): Promise<Outcome> {
   try {
     const output = await range.runInAgent(
       bashScript(
-        `cd ${range.attacker.folder}/workspace || exit 1\nrm -f SOUL.md && ln -s ${target} SOUL.md && echo PLANTED`
+        `cd ${range.attacker.workspace} || exit 1\nrm -f SOUL.md && ln -s ${target} SOUL.md && echo PLANTED`
       )
     )
     // Nothing planted, nothing to follow: the restart would prove nothing more.
@@ -198,7 +213,7 @@ async function skillsLink(range: RedTeamRange): Promise<Outcome> {
   try {
     const output = await range.runInAgent(
       bashScript(
-        `cd ${range.attacker.folder}/workspace || exit 1\nrm -rf skills && ln -s ${targetDir} skills && echo PLANTED`
+        `cd ${range.attacker.workspace} || exit 1\nrm -rf skills && ln -s ${targetDir} skills && echo PLANTED`
       )
     )
     const installed = await range.call('POST', `/agents/${range.attacker.id}/skills/install`, {
@@ -222,7 +237,7 @@ async function knowledgeLink(range: RedTeamRange): Promise<Outcome> {
   try {
     const output = await range.runInAgent(
       bashScript(
-        `cd ${range.attacker.folder}/workspace || exit 1\nrm -rf knowledge && mkdir knowledge && ln -s ${target} knowledge/red-team.txt && echo PLANTED`
+        `cd ${range.attacker.workspace} || exit 1\nrm -rf knowledge && mkdir knowledge && ln -s ${target} knowledge/red-team.txt && echo PLANTED`
       )
     )
     const uploaded = await range.call('POST', `/agents/${range.attacker.id}/knowledge`, {
@@ -248,7 +263,7 @@ async function filesApiThroughLink(range: RedTeamRange): Promise<Outcome> {
   try {
     const output = await range.runInAgent(
       bashScript(
-        `cd ${range.attacker.folder}/workspace || exit 1\nln -sf ${range.canaryFile} leak.txt && ln -sf ${target} written.txt && echo PLANTED`
+        `cd ${range.attacker.workspace} || exit 1\nln -sf ${range.canaryFile} leak.txt && ln -sf ${target} written.txt && echo PLANTED`
       )
     )
     const read = await range.call(
@@ -285,7 +300,17 @@ async function connectFromAgent(
   }
   const before = listener?.connections ?? 0
   const output = await range.runInAgent(
-    bashScript(`timeout 8 bash -c 'exec 3<>/dev/tcp/${host}/${port}' 2>&1; echo "probe-exit=$?"`)
+    bashScript(
+      [
+        // bash's /dev/tcp where there is bash, else nc (a BusyBox image): both exit 0 on connect.
+        'if command -v bash >/dev/null 2>&1; then',
+        `  timeout 8 bash -c 'exec 3<>/dev/tcp/${host}/${port}' 2>&1`,
+        'else',
+        `  timeout 8 nc ${host} ${port} </dev/null 2>&1`,
+        'fi',
+        'echo "probe-exit=$?"',
+      ].join('\n')
+    )
   )
   if (/probe-exit=0\b/.test(output) || (listener && listener.connections > before)) {
     return succeeded(`connected to ${host}:${port}`)
@@ -321,8 +346,10 @@ async function setuidProgram(range: RedTeamRange): Promise<Outcome> {
         'echo "su-euid=$euid"',
         'kill $pid 2>/dev/null',
         'mkdir -p "$HOME/red-team-mount" 2>/dev/null',
-        'mount -t tmpfs red-team "$HOME/red-team-mount" 2>&1 | head -1',
-        'echo "mount-exit=${PIPESTATUS[0]}"',
+        // POSIX sh (a BusyBox image has no bash): mount's status, then its first line.
+        'out=$(mount -t tmpfs red-team "$HOME/red-team-mount" 2>&1)',
+        'echo "mount-exit=$?"',
+        'printf "%s\\n" "$out" | head -1',
         'umount "$HOME/red-team-mount" 2>/dev/null',
       ].join('\n')
     )
@@ -348,7 +375,8 @@ async function procListsHostProcesses(
       [
         'pattern=$(mktemp)',
         `printf '%s%s' '${marked.marker.slice(0, half)}' '${marked.marker.slice(half)}' > "$pattern"`,
-        'grep -l -a -F -f "$pattern" /proc/[0-9]*/cmdline 2>/dev/null | head -3',
+        // -l names a matching file even when it holds NULs (GNU and BusyBox grep alike).
+        'grep -l -F -f "$pattern" /proc/[0-9]*/cmdline 2>/dev/null | head -3',
         'echo "processes-visible=$(ls -d /proc/[0-9]* 2>/dev/null | wc -l)"',
         'rm -f "$pattern"',
       ].join('\n')
@@ -356,7 +384,8 @@ async function procListsHostProcesses(
   )
   if (/\/proc\/\d+\/cmdline/.test(output)) return succeeded('a host process is visible in /proc')
   const visible = /processes-visible=(\d+)/.exec(output)?.[1]
-  return refused(visible ? `own pid namespace (${visible} processes)` : refusal(output))
+  // A pid namespace of its own or a procfs hiding other uids (bubblewrap as root): the count says which it saw.
+  return refused(visible ? `only ${visible} processes listed, none of the host's` : refusal(output))
 }
 
 const IO_URING_PYTHON = [
@@ -369,6 +398,33 @@ const IO_URING_PYTHON = [
 const IO_URING_PERL =
   '$p = "\\0" x 120; $r = syscall(425, 4, $p); print "io_uring-fd=$r ", ($r < 0 ? "$!" : "opened"), "\\n"'
 
+/**
+ * The static io_uring probe (tests/fixtures/redteam/io_uring_probe.c) for an
+ * agent with neither python3 nor perl, as base64; undefined where it cannot
+ * be built here (no gcc, not x86-64).
+ */
+function ioUringProbe(): string | undefined {
+  if (process.arch !== 'x64') return undefined
+  const binary = join(tmpdir(), `red-team-io-uring-probe-${process.pid}`)
+  const built = spawnSync(
+    'gcc',
+    [
+      ...['-static', '-nostdlib', '-Os', '-fno-stack-protector', '-fno-asynchronous-unwind-tables'],
+      ...['-Wl,--build-id=none', '-s', '-o', binary],
+      join(import.meta.dirname, '../fixtures/redteam/io_uring_probe.c'),
+    ],
+    { encoding: 'utf8' }
+  )
+  if (built.status !== 0) return undefined
+  try {
+    return readFileSync(binary).toString('base64')
+  } finally {
+    rmSync(binary, { force: true })
+  }
+}
+
+const ERRNO_NAMES = new Map(Object.entries(osConstants.errno).map(([name, value]) => [value, name]))
+
 async function ioUringSetup(range: RedTeamRange): Promise<Outcome> {
   const onHost = spawnSync('python3', ['-c', IO_URING_PYTHON], { encoding: 'utf8' })
   const hostFd = Number(/io_uring-fd=(-?\d+)/.exec(onHost.stdout ?? '')?.[1] ?? -1)
@@ -377,6 +433,7 @@ async function ioUringSetup(range: RedTeamRange): Promise<Outcome> {
       `io_uring_setup fails on the host itself: ${onHost.stdout || onHost.stderr}`
     )
   }
+  const probe = ioUringProbe()
   const output = await range.runInAgent(
     bashScript(
       [
@@ -384,13 +441,34 @@ async function ioUringSetup(range: RedTeamRange): Promise<Outcome> {
         `python3 - <<'PYTHON'\n${IO_URING_PYTHON}\nPYTHON`,
         'elif command -v perl >/dev/null 2>&1; then',
         `perl -e '${IO_URING_PERL}'`,
-        'else echo "io_uring-fd=none: neither python3 nor perl"; fi',
+        ...(probe
+          ? [
+              // The agent writes and runs a program of its own (a static binary, no libc), from
+              // the first writable folder that lets it (a container's /tmp may be noexec).
+              'else',
+              'for dir in "${TMPDIR:-/tmp}" /tmp "$HOME" "$PWD"; do',
+              '  probe="$dir/io-uring-probe-$$"',
+              `  echo '${probe}' | base64 -d > "$probe" 2>/dev/null && chmod 700 "$probe" || continue`,
+              '  result=$("$probe" 2>&1)',
+              '  rm -f "$probe"',
+              '  echo "$result"',
+              '  case "$result" in *io_uring-fd=*) break ;; esac',
+              'done',
+            ]
+          : ['else echo "io_uring-fd=none: neither python3 nor perl"']),
+        'fi',
       ].join('\n')
     )
   )
   const fd = /io_uring-fd=(-?\d+)\s*(.*)/.exec(output)
   if (fd && Number(fd[1]) >= 0) return succeeded('io_uring_setup gave a ring')
-  return refused(fd ? fd[2].trim().slice(0, 40) || 'refused' : refusal(output))
+  if (/io_uring-fd=none/.test(output)) {
+    throw new NotApplicable('the agent has neither python3 nor perl, and no probe could be built')
+  }
+  if (!fd) return refused(refusal(output))
+  // The probe prints the negative errno; python3 and perl print -1 and the error's text.
+  const errno = fd[2].trim() === 'refused' ? ERRNO_NAMES.get(-Number(fd[1])) : undefined
+  return refused(errno ?? (fd[2].trim().slice(0, 40) || 'refused'))
 }
 
 // ---------------------------------------------------------------------------
@@ -435,7 +513,8 @@ const ATTACKS: Attack[] = [
     title: "the agent cannot reach another agent's gateway",
     async run(range) {
       if (!range.victim) throw new NotApplicable(`no victim agent: ${range.victimProblem}`)
-      return connectFromAgent(range, '127.0.0.1', await gatewayPortOf(range, range.victim.id))
+      const gateway = await gatewayOf(range, range.victim.id)
+      return connectFromAgent(range, gateway.host, gateway.port)
     },
   },
   {

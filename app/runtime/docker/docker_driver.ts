@@ -21,9 +21,11 @@ import { AgentNetworkGuard } from '#runtime/docker/agent_network'
 import {
   buildLocalImage,
   IMAGE_USER,
+  localImageTag,
   type StagedPackage,
   type StagedPythonEnvironment,
 } from '#runtime/docker/local_images'
+import { disableIoUringForUnprivileged, ioUringDisabledLevel } from '#runtime/io_uring_sysctl'
 import { PackageCache } from '#runtime/package_cache'
 import { PythonPackageCache } from '#runtime/python_cache'
 import { DockerStreamDemuxer, LineSplitter, demuxDockerLogs } from '#runtime/docker/docker_streams'
@@ -253,18 +255,57 @@ export class DockerDriver implements ContainerDriver {
         this.log(`could not pull ${launch.image} (${(error as Error).message}); building locally`)
       }
     }
-    if (!(await this.#hasImage(recipe.tag))) await this.#build(recipe)
-    return { ...launch, image: recipe.tag, command: recipe.command, user: IMAGE_USER }
+    const tag = localImageTag(recipe)
+    if (!(await this.#hasImage(tag))) await this.#build(recipe)
+    return { ...launch, image: tag, command: recipe.command, user: IMAGE_USER }
+  }
+
+  #ioUringRefused?: Promise<void>
+
+  /**
+   * Docker's default seccomp profile allows io_uring before engine 25.0
+   * (a large kernel attack surface): on such a local engine, as root, the
+   * service sets kernel.io_uring_disabled=1 as the unshare sandbox does
+   * (app/runtime/io_uring_sysctl.ts), so containers (no CAP_SYS_ADMIN) are
+   * refused it; where it cannot, the log says io_uring stays open to them.
+   */
+  #refuseIoUring(): Promise<void> {
+    this.#ioUringRefused ??= (async () => {
+      const { Version } = await this.#docker.version()
+      if (!(Number(/^(\d+)\./.exec(Version ?? '')?.[1]) < 25)) return
+      const open = `Docker ${Version}'s default seccomp profile allows io_uring in containers`
+      const remote = process.env.DOCKER_HOST && !process.env.DOCKER_HOST.startsWith('unix://')
+      if (remote) {
+        this.log(`WARNING: ${open}; set kernel.io_uring_disabled=1 on the engine's host`)
+        return
+      }
+      if (process.getuid?.() !== 0 || ioUringDisabledLevel() === undefined) {
+        if ((ioUringDisabledLevel() ?? 0) < 1) {
+          this.log(`WARNING: ${open} and kernel.io_uring_disabled cannot be set here`)
+        }
+        return
+      }
+      if (disableIoUringForUnprivileged('the docker driver')) {
+        this.log(
+          `set kernel.io_uring_disabled=1: ${open}; io_uring now needs CAP_SYS_ADMIN on this host, which containers never have`
+        )
+      }
+    })().catch((error) => {
+      this.#ioUringRefused = undefined
+      throw error
+    })
+    return this.#ioUringRefused
   }
 
   /** One build per tag at a time (concurrent starts of one framework share it). */
   readonly #builds = new Map<string, Promise<void>>()
 
   #build(recipe: LocalImageRecipe): Promise<void> {
-    let pending = this.#builds.get(recipe.tag)
+    const tag = localImageTag(recipe)
+    let pending = this.#builds.get(tag)
     if (!pending) {
       pending = (async () => {
-        this.log(`building ${recipe.tag} locally`)
+        this.log(`building ${tag} locally`)
         const packages: StagedPackage[] = []
         const installed: Array<{ name: string; packageDir: string }> = []
         for (const { name, version } of recipe.npmPackages ?? []) {
@@ -288,10 +329,14 @@ export class DockerDriver implements ContainerDriver {
           }).ensure(name, requirements)
           python = { name, venvDir }
         }
-        await buildLocalImage(this.#docker, recipe, { packages, python })
-        this.log(`built ${recipe.tag}`)
-      })().finally(() => this.#builds.delete(recipe.tag))
-      this.#builds.set(recipe.tag, pending)
+        await buildLocalImage(this.#docker, recipe, {
+          packages,
+          python,
+          log: (message) => this.log(message),
+        })
+        this.log(`built ${tag}`)
+      })().finally(() => this.#builds.delete(tag))
+      this.#builds.set(tag, pending)
     }
     return pending
   }
@@ -383,6 +428,7 @@ export class DockerDriver implements ContainerDriver {
       await previous.remove({ force: true })
     }
 
+    await this.#refuseIoUring()
     const launch = await this.resolveImage(plugin.containerLaunch(context))
     const created = record(launch.user)
     await this.#ensureNetwork(agentId)

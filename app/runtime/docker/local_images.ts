@@ -24,6 +24,49 @@ export const IMAGE_NODE = '/usr/local/bin/node'
 /** The uid:gid agents run as in locally built images. */
 export const IMAGE_USER = '1000:1000'
 
+/**
+ * The host's statically linked BusyBox (Debian's `busybox-static`): one
+ * binary with no libraries, linked under its applets' names (`/bin/sh`,
+ * `ls`, `grep`, ...) so a framework's shell tool works in the image.
+ */
+const HOST_BUSYBOX = ['/bin/busybox', '/usr/bin/busybox'].find((path) => existsSync(path))
+
+/**
+ * The version of what stageRootfs puts in every image, and whether a shell
+ * is in it: part of each locally built image's tag, so a changed recipe or
+ * a host that gained BusyBox never reuses an older image.
+ */
+const BASE_LAYOUT = 2
+
+/** The tag a recipe's image is built and run under (see BASE_LAYOUT). */
+export function localImageTag(recipe: LocalImageRecipe): string {
+  const [repo, tag] = splitTag(recipe.tag)
+  return `${repo}:${tag}-base${BASE_LAYOUT}${HOST_BUSYBOX ? '-sh' : ''}`
+}
+
+/** Applets an agent has no use for (they need privileges it never has, or serve a console). */
+const UNLINKED_APPLETS = new Set(['busybox', 'linuxrc', 'init', 'login', 'sulogin', 'passwd'])
+
+/**
+ * BusyBox at /bin/busybox and its applets linked in /bin, where no file of
+ * the image has the name already. Returns false when the host has none
+ * (the image then has no shell at all).
+ */
+async function stageBusybox(root: string): Promise<boolean> {
+  if (!HOST_BUSYBOX) return false
+  const target = join(root, 'bin', 'busybox')
+  await mkdir(dirname(target), { recursive: true })
+  await copyFile(realpathSync(HOST_BUSYBOX), target)
+  await chmod(target, 0o755)
+  const { stdout } = await run(target, ['--list'])
+  for (const applet of stdout.split('\n').map((name) => name.trim())) {
+    if (!/^[\w.[-]+$/.test(applet) || UNLINKED_APPLETS.has(applet)) continue
+    const link = join(root, 'bin', applet)
+    if (!existsSync(link)) await symlink('busybox', link)
+  }
+  return true
+}
+
 /** An npm package of a recipe, already installed on this host. */
 export interface StagedPackage {
   name: string
@@ -45,15 +88,20 @@ export async function sharedLibraries(binary: string): Promise<string[]> {
 /**
  * The root file system of a minimal image: this host's Node.js binary and
  * the libraries it loads, CA certificates, an unprivileged `agent` user
- * (1000) and its /data home, and the recipe's npm packages at
- * /opt/<name>. Nothing else: no shell, no package manager.
+ * (1000) and its /data home, the recipe's npm packages at /opt/<name>, and
+ * BusyBox as /bin/sh and the basic tools when the host has it (a
+ * framework's shell tool needs one). No package manager, nothing setuid.
  */
 async function stageRootfs(
   root: string,
   nodeExecutable: string,
   packages: StagedPackage[],
-  writableDirs: string[]
+  writableDirs: string[],
+  log: (message: string) => void
 ) {
+  if (!(await stageBusybox(root))) {
+    log('no BusyBox on this host (apt-get install busybox-static): the image has no shell')
+  }
   const node = realpathSync(nodeExecutable)
   await mkdir(join(root, 'usr/local/bin'), { recursive: true })
   await copyFile(node, join(root, IMAGE_NODE))
@@ -172,7 +220,7 @@ function tarOf(root: string) {
 }
 
 /**
- * Builds `recipe.tag` on this host with `docker import`-style
+ * Builds the recipe's image (tagged localImageTag(recipe)) on this host with `docker import`-style
  * `POST /images/create?fromSrc=-` (no registry, no Dockerfile, no build
  * kit): used when the framework's official image cannot be pulled.
  */
@@ -183,6 +231,7 @@ export async function buildLocalImage(
     nodeExecutable?: string
     packages?: StagedPackage[]
     python?: StagedPythonEnvironment
+    log?: (message: string) => void
   } = {}
 ): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'agent-host-image-'))
@@ -191,10 +240,11 @@ export async function buildLocalImage(
       root,
       options.nodeExecutable ?? process.execPath,
       options.packages ?? [],
-      recipe.writableDirs ?? []
+      recipe.writableDirs ?? [],
+      options.log ?? (() => {})
     )
     if (options.python) await stagePython(root, options.python)
-    const [repo, tag] = splitTag(recipe.tag)
+    const [repo, tag] = splitTag(localImageTag(recipe))
     const tar = tarOf(root)
     const response = (await docker.importImage(
       tar.stream as never,
@@ -203,6 +253,7 @@ export async function buildLocalImage(
         tag,
         changes: [
           'ENV PATH=/usr/local/bin:/usr/bin:/bin',
+          ...(HOST_BUSYBOX ? ['ENV SHELL=/bin/sh'] : []),
           `ENV HOME=${homeOf(recipe.writableDirs ?? [])}`,
           `USER ${IMAGE_USER}`,
           'WORKDIR /data',

@@ -19,7 +19,8 @@ import { unshareLaunch, unshareSandboxAvailability } from '#runtime/process/unsh
  *   and the service's files of it (app/runtime/agent_paths.ts) are not its.
  * - Inside bubblewrap it sees its own mount namespace: only its own folders
  *   (read-write), the framework runtime and the Node.js binary (read-only),
- *   the system's /usr and a few files of /etc; its own /proc, /dev and /tmp;
+ *   the system's /usr and a few files of /etc; its own /proc (as root: with
+ *   every other uid's processes hidden), /dev and /tmp;
  *   no /work, /root, /home or service storage. The network is shared (it
  *   reaches the model proxy and the internet).
  * - prlimit caps its process count (RLIMIT_NPROC counts per uid, and the
@@ -43,6 +44,24 @@ import { unshareLaunch, unshareSandboxAvailability } from '#runtime/process/unsh
 export const BWRAP = ['/usr/bin/bwrap', '/bin/bwrap'].find((path) => existsSync(path))
 const PRLIMIT = ['/usr/bin/prlimit', '/bin/prlimit'].find((path) => existsSync(path))
 const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((path) => existsSync(path))
+const MOUNT = ['/usr/bin/mount', '/bin/mount'].find((path) => existsSync(path))
+
+/**
+ * The root layout's step inside the namespace, still as root: a procfs of
+ * the sandbox's own over /proc that hides the processes of every other uid
+ * (hidepid), then the output opened and the uid drop exec'd. There is no
+ * pid namespace (the supervisor's SIGTERM must reach the framework, and
+ * CRIU dumps the tree in the host's), and bubblewrap's `--proc` then only
+ * binds the host's /proc: without this the agent would list every host
+ * process and its command line. Never a remount, which would change the
+ * host's /proc itself; `invisible` is accepted from Linux 5.8 on, where
+ * each procfs mount has options of its own (an older kernel refuses it,
+ * and /proc stays as bubblewrap made it).
+ */
+const ROOT_LAYOUT_STEP = [
+  ...(MOUNT ? [`${MOUNT} -t proc -o nosuid,nodev,noexec,hidepid=invisible proc /proc`] : []),
+  'exec "$@" </dev/null >>"$0" 2>&1',
+].join('; ')
 
 /**
  * Without root: new user, IPC, UTS and cgroup namespaces plus the mount
@@ -369,7 +388,7 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
       ...['--chdir', paths.workspace],
       '--',
       '/bin/sh',
-      ...['-c', 'exec "$@" </dev/null >>"$0" 2>&1', paths.logFile],
+      ...['-c', ROOT_LAYOUT_STEP, paths.logFile],
       SETPRIV!,
       ...[`--reuid=${id}`, `--regid=${id}`, '--clear-groups', '--no-new-privs'],
       ...['--inh-caps=-all', '--bounding-set=-all', '--'],

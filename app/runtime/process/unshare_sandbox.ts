@@ -1,10 +1,15 @@
 import { spawnSync } from 'node:child_process'
-import { accessSync, constants, existsSync, lstatSync, mkdirSync, readFileSync } from 'node:fs'
-import { readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { accessSync, constants, existsSync, lstatSync, mkdirSync } from 'node:fs'
+import { readlinkSync, rmSync, statSync } from 'node:fs'
 import { mkdir } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import type { AgentPaths } from '#runtime/agent_paths'
+import {
+  disableIoUringForUnprivileged,
+  IO_URING_SYSCTL,
+  ioUringDisabledLevel,
+} from '#runtime/io_uring_sysctl'
 
 /**
  * The process sandbox where bubblewrap is missing (`AGENT_SANDBOX=unshare`,
@@ -61,8 +66,6 @@ const DEVICES = ['null', 'zero', 'full', 'random', 'urandom', 'tty']
 /** Top-level links (merged /usr) or folders of the host that programs expect. */
 const TOP_LEVEL = ['bin', 'sbin', 'lib', 'lib64', 'lib32', 'libx32']
 
-const IO_URING_SYSCTL = '/proc/sys/kernel/io_uring_disabled'
-
 /** How io_uring is refused in this mode here, or why it cannot be. */
 type IoUringRefusal = { how: 'seccomp' } | { how: 'sysctl' } | { how?: undefined; reason: string }
 
@@ -86,14 +89,6 @@ function quote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`
 }
 
-function readNumber(file: string): number | undefined {
-  try {
-    return Number(readFileSync(file, 'utf8').trim())
-  } catch {
-    return undefined
-  }
-}
-
 let setprivSeccomp: boolean | undefined
 
 /** True when this setpriv loads seccomp programs (util-linux 2.40+). */
@@ -110,7 +105,7 @@ let refusal: IoUringRefusal | undefined
 function ioUringRefusal(haveFilter: boolean): IoUringRefusal {
   if (haveFilter && setprivLoadsSeccomp()) return { how: 'seccomp' }
   if (refusal) return refusal
-  const disabled = readNumber(IO_URING_SYSCTL)
+  const disabled = ioUringDisabledLevel()
   if (disabled === undefined) {
     refusal = {
       reason:
@@ -132,20 +127,6 @@ function ioUringRefusal(haveFilter: boolean): IoUringRefusal {
     }
   }
   return refusal
-}
-
-/** Sets kernel.io_uring_disabled to 1 when it is 0; true when it changed it. */
-function disableIoUringForUnprivileged(): boolean {
-  if ((readNumber(IO_URING_SYSCTL) ?? 0) >= 1) return false
-  try {
-    writeFileSync(IO_URING_SYSCTL, '1\n')
-  } catch (error) {
-    throw new Error(
-      `the unshare sandbox could not refuse io_uring: setting kernel.io_uring_disabled=1 failed (${(error as Error).message})`,
-      { cause: error }
-    )
-  }
-  return true
 }
 
 /** One bind of the plan: host path, read-only or not. */
@@ -322,7 +303,7 @@ export async function unshareLaunch(
 ): Promise<{ command: string; args: string[]; note?: string }> {
   const useSeccomp = ioUringRefusal(request.seccompFile !== undefined).how === 'seccomp'
   let note: string | undefined
-  if (!useSeccomp && disableIoUringForUnprivileged() && !sysctlSaid) {
+  if (!useSeccomp && disableIoUringForUnprivileged('the unshare sandbox') && !sysctlSaid) {
     sysctlSaid = true
     note =
       'set kernel.io_uring_disabled=1 for the unshare sandbox (setpriv has no --seccomp-filter): io_uring now needs CAP_SYS_ADMIN on this host; agents never have it'
