@@ -440,12 +440,13 @@ export class ProcessDriver implements ContainerDriver {
       nodeExecutable: this.#node,
       pluginEnv: launch.env,
     })
+    // Whatever the sandbox, the launch runs in the agent's network namespace.
+    const entered = network.enter(sandboxed)
     agent.prepared = {
       framework: plugin.name,
-      // Whatever the sandbox, the launch runs in the agent's network namespace.
-      launch: { ...launch, ...network.enter(sandboxed) },
-      uid: sandboxed.uid,
-      gid: sandboxed.gid,
+      launch: { ...launch, command: entered.command, args: entered.args },
+      uid: entered.uid,
+      gid: entered.gid,
       env,
       port,
       gatewayHost: network.address,

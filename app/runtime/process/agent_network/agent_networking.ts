@@ -6,7 +6,8 @@ import {
   type AgentNetworkSettings,
 } from '#runtime/process/agent_network/agent_networks'
 
-type Launch = { command: string; args: string[] }
+/** A launch; `uid`/`gid`: dropped to at spawn (kept by `unchanged`, done inside by `enterNetns`). */
+type Launch = { command: string; args: string[]; uid?: number; gid?: number }
 type Wrap = (launch: Launch) => Launch
 
 /** What a launch needs of the agent's network. */
@@ -19,7 +20,12 @@ export interface PreparedNetwork {
   enter: Wrap
 }
 
-const unchanged: Wrap = (launch) => ({ command: launch.command, args: launch.args })
+const unchanged: Wrap = (launch) => ({
+  command: launch.command,
+  args: launch.args,
+  uid: launch.uid,
+  gid: launch.gid,
+})
 let sharedNetworkSaid = false
 
 /**

@@ -44,6 +44,7 @@ export const BRIDGE = 'ahagents0'
 const STATE_DIR = '/run/agent-host/agent-net'
 const LEASES = join(STATE_DIR, 'leases')
 const NSENTER = ['/usr/bin/nsenter', '/bin/nsenter'].find((path) => existsSync(path))
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((path) => existsSync(path))
 const IP = ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'].find((path) => existsSync(path))
 const NFT = ['/usr/sbin/nft', '/sbin/nft', '/usr/bin/nft'].find((path) => existsSync(path))
 const BRIDGE_TOOL = ['/usr/sbin/bridge', '/sbin/bridge', '/usr/bin/bridge'].find((path) =>
@@ -85,7 +86,7 @@ export function agentNetworkAllowList(env: NodeJS.ProcessEnv = process.env): str
 /** Why agents cannot get namespaces here, or undefined when they can. */
 export function agentNetworkUnavailable(): string | undefined {
   if (process.getuid?.() !== 0) return 'the service does not run as root'
-  if (!IP || !NFT || !NSENTER || !BRIDGE_TOOL)
+  if (!IP || !NFT || !NSENTER || !SETPRIV || !BRIDGE_TOOL)
     return 'iproute2, nftables and nsenter (util-linux) are needed'
   return undefined
 }
@@ -128,12 +129,28 @@ async function pipeInto(command: string, args: string[], input: string): Promise
   })
 }
 
-/** `{ command, args }` that runs `launch` inside the namespace at `netnsPath`. */
+/**
+ * `{ command, args }` that runs `launch` inside the namespace at `netnsPath`.
+ * Entering a namespace takes root: a launch that would drop to the agent's
+ * uid at spawn (no sandbox) drops inside it instead, through setpriv.
+ */
 export function enterNetns(
   netnsPath: string,
-  launch: { command: string; args: string[] }
+  launch: { command: string; args: string[]; uid?: number; gid?: number }
 ): { command: string; args: string[] } {
-  return { command: NSENTER!, args: [`--net=${netnsPath}`, '--', launch.command, ...launch.args] }
+  const program =
+    launch.uid === undefined
+      ? [launch.command, ...launch.args]
+      : [
+          SETPRIV!,
+          `--reuid=${launch.uid}`,
+          `--regid=${launch.gid ?? launch.uid}`,
+          '--clear-groups',
+          '--',
+          launch.command,
+          ...launch.args,
+        ]
+  return { command: NSENTER!, args: [`--net=${netnsPath}`, '--', ...program] }
 }
 
 export class AgentNetworks {
