@@ -63,6 +63,8 @@ test.group('Agents: a hermes agent on the docker driver, through the API', (grou
         method: 'POST',
         token: key.body.data.key,
         json: { message: 'Hello Dock' },
+        // A real framework's first turn in a fresh container (not a figure under test).
+        timeoutMs: 120_000,
       })
       assert.equal(chat.status, 200, JSON.stringify(chat.body))
       assert.equal(chat.body.data.content, 'Hermes in Docker, through the API.')
