@@ -107,6 +107,12 @@ export function netnsName(agentId: string): string {
   return `ah-${agentId}`
 }
 
+/** A locally administered unicast MAC holding the IPv4 address: 02:ad:<a>:<b>:<c>:<d>. */
+export function macForAddress(address: string): string {
+  const octets = address.split('.').map((part) => Number(part).toString(16).padStart(2, '0'))
+  return ['02', 'ad', ...octets].join(':')
+}
+
 /** The host end of the agent's veth pair (15 characters at most). */
 function vethName(agentId: string): string {
   return `ahv${createHash('sha256').update(agentId).digest('hex').slice(0, 12)}`
@@ -264,7 +270,23 @@ export class AgentNetworks {
     const veth = vethName(agentId)
     try {
       await ip('netns', 'add', name)
-      await ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', name)
+      // The agent's side gets a MAC derived from its address: a namespace made
+      // again at the same address (a restart, a wake) is reached at once, not
+      // after the host's neighbour entry for the old MAC goes stale (20-50 s).
+      await ip(
+        'link',
+        'add',
+        veth,
+        'type',
+        'veth',
+        'peer',
+        'name',
+        'eth0',
+        'address',
+        macForAddress(address),
+        'netns',
+        name
+      )
       await ip('link', 'set', veth, 'master', BRIDGE)
       await run(BRIDGE_TOOL!, ['link', 'set', 'dev', veth, 'isolated', 'on'])
       await ip('link', 'set', veth, 'up')
