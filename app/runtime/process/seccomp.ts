@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { mkdir, rename, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -70,7 +71,10 @@ export async function ioUringFilterFile(dir: string): Promise<string | undefined
   const file = join(dir, `no-io-uring-${process.arch}.bpf`)
   if (existsSync(file)) return file
   await mkdir(dir, { recursive: true })
-  const partial = `${file}.${process.pid}`
+  // A name of its own per call: two agents starting at once (in one service or
+  // in two on the same storage) each write and rename their own copy; the same
+  // bytes win either way.
+  const partial = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`
   await writeFile(partial, program, { mode: 0o644 })
   await rename(partial, file)
   return file
