@@ -39,7 +39,8 @@ export interface ServerProcess {
  * APP_KEY (so the child fills in its own embedded defaults) unless given.
  */
 export async function startServerProcess(env: Record<string, string | undefined>) {
-  const port = await freePort()
+  // A restart keeps its PORT (as under a process manager): agents' model-proxy URLs stay valid.
+  const port = env.PORT ? Number(env.PORT) : await freePort()
   const childEnv: Record<string, string> = {}
   for (const [key, value] of Object.entries({
     ...process.env,

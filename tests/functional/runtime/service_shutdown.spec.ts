@@ -138,6 +138,22 @@ test.group('Stopping the service mid-operation (process driver)', (group) => {
     return answer.body.data?.container
   }
 
+  /** For a failure's message: the server's last output, the agent's status and its own log. */
+  async function whatItDid(token: string, agentId: string) {
+    const status = await service.call(`/agents/${agentId}/status`, { token }).catch(String)
+    let log: string
+    try {
+      log = readFileSync(join(service.storage, 'agents', '.runtime', agentId, 'output.log'), 'utf8')
+    } catch (error) {
+      log = String(error)
+    }
+    return [
+      `server: ${service.server.output().slice(-3000)}`,
+      `status: ${JSON.stringify(status)}`,
+      `agent log: ${log.slice(-3000)}`,
+    ].join('\n')
+  }
+
   /** An account that may hold several agents (founding_member: 10, no expiry). */
   async function roomyAccount() {
     const { token, email } = await service.signUpAccount()
@@ -159,7 +175,9 @@ test.group('Stopping the service mid-operation (process driver)', (group) => {
         timeoutMs: 10_000,
         what: 'the second agent to queue',
       }
-    )
+    ).catch(async (error: Error) => {
+      throw new Error(`${error.message}\n${await whatItDid(token, booting)}`)
+    })
     await sigterm('while booting and queued', assert)
     // Recovered at the restart: out of the way of the next tests.
     for (const agentId of [booting, queued]) {
@@ -169,13 +187,14 @@ test.group('Stopping the service mid-operation (process driver)', (group) => {
 
   test('SIGTERM while an idle agent is checkpointed, then while it wakes', async ({ assert }) => {
     const token = await service.signUp()
-    const agentId = await createAgent(token, 'Sleeper')
+    // Its checkpoint takes seconds: a window the SIGTERM cannot miss.
+    const agentId = await createAgent(token, 'Sleeper', { ballastMb: 160 })
     await waitFor(async () => (criuRunning(agentId, 'dump') ? true : undefined), {
       timeoutMs: 60_000,
       intervalMs: 10,
       what: 'its checkpoint to be taken (idle 2 s)',
-    }).catch((error: Error) => {
-      throw new Error(`${error.message}\n${service.server.output().slice(-3000)}`)
+    }).catch(async (error: Error) => {
+      throw new Error(`${error.message}\n${await whatItDid(token, agentId)}`)
     })
     await sigterm('while checkpointing', assert)
 
@@ -190,6 +209,8 @@ test.group('Stopping the service mid-operation (process driver)', (group) => {
       timeoutMs: 30_000,
       intervalMs: 10,
       what: 'its wake to restore the checkpoint',
+    }).catch(async (error: Error) => {
+      throw new Error(`${error.message}\n${await whatItDid(token, agentId)}`)
     })
     await sigterm('while waking', assert)
     const answer = await stream
