@@ -725,7 +725,11 @@ export class RuntimeService {
    */
   async recover(
     specs: AgentRuntimeSpec[],
-    options: { sweep?: boolean } = {}
+    options: {
+      sweep?: boolean
+      /** Runs each agent's start (the agents area orders it with the agent's other operations). */
+      each?: (agentId: string, start: () => Promise<void>) => Promise<void>
+    } = {}
   ): Promise<{
     adopted: string[]
     started: string[]
@@ -741,14 +745,21 @@ export class RuntimeService {
     if (options.sweep !== false) {
       result.swept = await this.driver.sweep(specs.map((spec) => spec.agentId))
     }
+    const each = options.each ?? ((_agentId, start) => start())
     // Through the capacity manager like any start: a restart of the service
     // boots its agents a few at a time within the memory budget, not all at once.
     await Promise.all(
       specs.map(async (spec) => {
+        // A planned run, like an owner's start: a stop or delete arriving meanwhile cancels it.
+        const runId = await this.planRun(spec.agentId)
         try {
-          const { adopted } = await this.#startOrAdopt(spec)
-          ;(adopted ? result.adopted : result.started).push(spec.agentId)
+          await each(spec.agentId, async () => {
+            const { adopted } = await this.#startOrAdopt(spec, runId)
+            ;(adopted ? result.adopted : result.started).push(spec.agentId)
+          })
         } catch (error) {
+          // Stopped or removed while it waited: not a failure.
+          if (error instanceof BootCancelledError) return
           result.failed.push({ agentId: spec.agentId, error: (error as Error).message })
         }
       })

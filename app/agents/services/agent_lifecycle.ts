@@ -405,7 +405,15 @@ export class AgentLifecycle {
     }
     const runtime = await this.runtime()
     const sweep = options.agentIds ? false : options.sweep
-    const result = await runtime.recover(specs, { sweep })
+    const result = await runtime.recover(specs, {
+      sweep,
+      // In the agent's own order: a stop or DELETE that arrives during recovery wins.
+      each: (agentId, start) =>
+        this.#serial(agentId, async () => {
+          const fresh = await Agent.find(agentId)
+          if (fresh?.status === 'active' && !fresh.sleepingSince) await start()
+        }),
+    })
     for (const failure of result.failed) {
       await changeStatus(failure.agentId, 'error', 'Agent failed to start', { from: ['active'] })
     }
