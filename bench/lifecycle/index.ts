@@ -22,6 +22,7 @@ import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { startServerProcess, waitFor } from '../../tests/helpers/processes.ts'
 import { startThrowawayPostgres } from '../../tests/helpers/throwaway_postgres.ts'
+import { requestJson, type JsonRequest } from '../../tests/helpers/http.ts'
 
 const { values } = parseArgs({
   options: {
@@ -77,25 +78,8 @@ try {
   throw error
 }
 
-async function request(
-  path: string,
-  init: { method?: string; token?: string; json?: unknown } = {}
-) {
-  const headers: Record<string, string> = {}
-  if (init.token) headers.authorization = `Bearer ${init.token}`
-  if (init.json !== undefined) headers['content-type'] = 'application/json'
-  const response = await fetch(`${server.url}${path}`, {
-    method: init.method ?? 'GET',
-    headers,
-    body: init.json === undefined ? undefined : JSON.stringify(init.json),
-    signal: AbortSignal.timeout(60_000),
-  })
-  const text = await response.text()
-  let body: any = text
-  try {
-    body = JSON.parse(text)
-  } catch {}
-  return { status: response.status, body }
+function request(path: string, init: Omit<JsonRequest, 'timeoutMs'> = {}) {
+  return requestJson(server.url, path, { ...init, timeoutMs: 60_000 })
 }
 
 async function sql(statement: string, params: unknown[]) {

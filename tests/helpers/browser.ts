@@ -8,11 +8,30 @@ import type User from '#identity/models/user'
 import { baseUrl } from '#tests/helpers/http'
 import { totpCode } from '#tests/helpers/console'
 import { TEST_PASSWORD } from '#tests/helpers/identity'
+import { lateBound } from '#tests/helpers/late_bound'
 
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 
 export function haveChromium(): boolean {
   return existsSync(CHROMIUM_PATH)
+}
+
+// A skip from a setup hook counts as a failure in japa: tests skip themselves with this reason.
+export const NO_CHROMIUM = `Chromium is not installed (${CHROMIUM_PATH})`
+
+/** A Chromium the group's tests share (when installed), closed after the group. */
+export function browserForGroup(group: {
+  setup(handler: () => Promise<void>): unknown
+  teardown(handler: () => Promise<void>): unknown
+}): Browser {
+  let browser: Browser | undefined
+  group.setup(async () => {
+    if (haveChromium()) browser = await launchBrowser()
+  })
+  group.teardown(async () => {
+    await browser?.close()
+  })
+  return lateBound(() => browser, NO_CHROMIUM)
 }
 
 export async function launchBrowser(): Promise<Browser> {

@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { modelProxyConfig, type ModelRate } from '#config/model_proxy'
 import { chatConfig } from '#config/chat'
+import { baseUrl } from '#tests/helpers/http'
+import { lateBound } from '#tests/helpers/late_bound'
 
 /**
  * A stand-in model provider on 127.0.0.1 for the chat tests, speaking the
@@ -335,6 +337,44 @@ export function useUpstream(
     for (const key of Object.keys(modelProxyConfig.rates)) delete modelProxyConfig.rates[key]
     Object.assign(modelProxyConfig.rates, previousRates)
   }
+}
+
+/** The part of a Japa group that `upstreamForGroup` hooks into. */
+interface GroupHooks {
+  setup(handler: () => Promise<() => Promise<void>>): unknown
+  each: { setup(handler: () => void): unknown }
+}
+
+/**
+ * One stand-in upstream for a test group: the model proxy points at it
+ * (`useUpstream`'s options) while the group runs, and its behaviour is reset
+ * before each test. What it returns stands for that upstream once the group has set up.
+ */
+export function upstreamForGroup(
+  group: GroupHooks,
+  options: Parameters<typeof useUpstream>[1] = {}
+): ModelUpstream {
+  let upstream: ModelUpstream | undefined
+  group.setup(async () => {
+    const started = await startModelUpstream()
+    upstream = started
+    const restore = useUpstream(started, options)
+    return async () => {
+      restore()
+      await started.close()
+    }
+  })
+  group.each.setup(() => upstream?.reset())
+  return lateBound(() => upstream, 'the group has not set up its upstream yet')
+}
+
+/** `POST /v1/chat/completions` on the test server, with an agent's proxy token or a user's key. */
+export function proxyCompletions(token: string, body: unknown) {
+  return fetch(`${baseUrl()}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'authorization': `Bearer ${token}` },
+    body: JSON.stringify(body),
+  })
 }
 
 /** Points the customer-key providers (OpenAI, OpenRouter, Anthropic) at the stand-in. */

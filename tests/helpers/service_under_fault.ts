@@ -8,8 +8,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import WebSocket from 'ws'
+import { requestJson, type JsonRequest } from '#tests/helpers/http'
 import { linkIn, waitForMail } from '#tests/helpers/mail'
-import { startServerProcess, waitFor, type ServerProcess } from '#tests/helpers/processes'
+import { freePort, startServerProcess, waitFor, type ServerProcess } from '#tests/helpers/processes'
 import { startThrowawayPostgres, type ThrowawayPostgres } from '#tests/helpers/throwaway_postgres'
 import { TEST_PASSWORD, uniqueEmail, uniqueUsername } from '#tests/helpers/identity'
 
@@ -23,10 +24,7 @@ export interface ServiceUnderFault {
   storage: string
   server: ServerProcess
   /** Fetch against the current server; a hang fails after `timeoutMs` (15 s). */
-  call(
-    path: string,
-    init?: { method?: string; token?: string; json?: unknown; timeoutMs?: number }
-  ): Promise<Answer>
+  call(path: string, init?: JsonRequest): Promise<Answer>
   /** A verified account signed in through the API; returns its JWT. */
   signUp(): Promise<string>
   /** The same, with the account's e-mail. */
@@ -60,20 +58,7 @@ export async function signUpAccountAt(
   url: string,
   storage: string
 ): Promise<{ token: string; email: string }> {
-  const call = async (path: string, json?: unknown) => {
-    const response = await fetch(`${url}${path}`, {
-      method: json === undefined ? 'GET' : 'POST',
-      headers: json === undefined ? {} : { 'content-type': 'application/json' },
-      body: json === undefined ? undefined : JSON.stringify(json),
-      signal: AbortSignal.timeout(15_000),
-    })
-    const text = await response.text()
-    let body: any = text
-    try {
-      body = JSON.parse(text)
-    } catch {}
-    return { status: response.status, body }
-  }
+  const call = (path: string, json?: unknown) => requestJson(url, path, { json })
   const email = uniqueEmail('fault')
   const registered = await call('/auth/register', {
     email,
@@ -93,11 +78,15 @@ export async function startServiceUnderFault(
 ): Promise<ServiceUnderFault> {
   const postgres = await startThrowawayPostgres()
   const storage = env.STORAGE_DIR ?? mkdtempSync(join(tmpdir(), 'fault-storage-'))
+  // One port for every run of it: a restart is the same service, as its agents see it (their
+  // model-proxy URL names it; a checkpoint taken under another URL is never restored).
+  const port = env.PORT ?? String(await freePort())
   const boot = async () => {
     const server = await startServerProcess({
       DATABASE_URL: postgres.url,
       LOG_LEVEL: 'warn',
       ...env,
+      PORT: port,
       STORAGE_DIR: storage,
     })
     await waitFor(
@@ -114,22 +103,8 @@ export async function startServiceUnderFault(
     postgres,
     storage,
     server: await boot(),
-    async call(path, init = {}) {
-      const headers: Record<string, string> = {}
-      if (init.token) headers.authorization = `Bearer ${init.token}`
-      if (init.json !== undefined) headers['content-type'] = 'application/json'
-      const response = await fetch(`${service.server.url}${path}`, {
-        method: init.method ?? 'GET',
-        headers,
-        body: init.json === undefined ? undefined : JSON.stringify(init.json),
-        signal: AbortSignal.timeout(init.timeoutMs ?? 15_000),
-      })
-      const text = await response.text()
-      let body: any = text
-      try {
-        body = JSON.parse(text)
-      } catch {}
-      return { status: response.status, body }
+    call(path, init = {}) {
+      return requestJson(service.server.url, path, init)
     },
     async signUp() {
       const { token } = await service.signUpAccount()

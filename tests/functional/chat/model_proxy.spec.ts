@@ -7,7 +7,12 @@ import { releaseExpiredHolds } from '#chat/services/credit_holds'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { apiKeyFor, createUser, creditsOf, jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
-import { readSse, startModelUpstream, useUpstream } from '#tests/helpers/model_upstream'
+import {
+  proxyCompletions as completions,
+  readSse,
+  upstreamForGroup,
+  useUpstream,
+} from '#tests/helpers/model_upstream'
 import { WARM_UP_REPLY, warmUpRequest } from '#runtime/warm_up'
 
 /** 1 credit per input token, 2 per output token: costs are easy to check by hand. */
@@ -17,14 +22,6 @@ async function proxyAgent(credits: number) {
   const owner = await createUser({ credits })
   const agent = await createAgentFor(owner)
   return { owner, agent, token: proxyTokenOf(agent) }
-}
-
-function completions(token: string, body: unknown) {
-  return fetch(`${baseUrl()}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'authorization': `Bearer ${token}` },
-    body: JSON.stringify(body),
-  })
 }
 
 async function llmEntries(userId: string) {
@@ -146,17 +143,7 @@ test.group('Model proxy: built-in local-dev model (no MODEL_API_URL)', () => {
 })
 
 test.group('Model proxy: forwarding to MODEL_API_URL and metering', (group) => {
-  let upstream: Awaited<ReturnType<typeof startModelUpstream>>
-  let restore: () => void
-  group.setup(async () => {
-    upstream = await startModelUpstream()
-    restore = useUpstream(upstream, { apiKey: 'sk-upstream-123', rates: METERED })
-    return async () => {
-      restore()
-      await upstream.close()
-    }
-  })
-  group.each.setup(() => upstream.reset())
+  const upstream = upstreamForGroup(group, { apiKey: 'sk-upstream-123', rates: METERED })
 
   test('forwards with MODEL_API_KEY and debits exactly the reported usage at the model rate', async ({
     assert,

@@ -5,7 +5,7 @@ import Agent from '#agents/models/agent'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { createUser, creditsOf, jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
-import { startModelUpstream, useUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
+import { proxyCompletions, upstreamForGroup } from '#tests/helpers/model_upstream'
 
 /** 1 credit per input token, 2 per output token. */
 const METERED = { 'metered-model': { input: 1_000_000, output: 2_000_000 } }
@@ -14,30 +14,15 @@ function models(token: string) {
   return fetch(`${baseUrl()}/v1/models`, { headers: { authorization: `Bearer ${token}` } })
 }
 
-function completions(token: string, body: Record<string, unknown>) {
-  return fetch(`${baseUrl()}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'authorization': `Bearer ${token}` },
-    body: JSON.stringify({ model: 'metered-model', ...body }),
-  })
-}
+const completions = (token: string, body: Record<string, unknown>) =>
+  proxyCompletions(token, { model: 'metered-model', ...body })
 
 /**
  * Metering bypasses through the model proxy (issue 17): whatever reaches
  * the provider is covered by the credits held for it.
  */
 test.group('Model proxy: no request costs more than its hold', (group) => {
-  let upstream: ModelUpstream
-  let restore: () => void
-  group.setup(async () => {
-    upstream = await startModelUpstream()
-    restore = useUpstream(upstream, { rates: METERED })
-    return async () => {
-      restore()
-      await upstream.close()
-    }
-  })
-  group.each.setup(() => upstream.reset())
+  const upstream = upstreamForGroup(group, { rates: METERED })
 
   test('a small max_completion_tokens cannot hide a large max_tokens; the provider gets the held limit', async ({
     assert,

@@ -3,24 +3,13 @@ import db from '@adonisjs/lucid/services/db'
 import { proxyTokenOf } from '#agents/services/agent_tokens'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { createUser, creditsOf } from '#tests/helpers/identity'
-import { baseUrl } from '#tests/helpers/http'
-import {
-  readSse,
-  startModelUpstream,
-  useUpstream,
-  type ModelUpstream,
-} from '#tests/helpers/model_upstream'
+import { proxyCompletions, readSse, upstreamForGroup } from '#tests/helpers/model_upstream'
 
 /** 1 credit per input token, 2 per output token. */
 const METERED = { 'metered-model': { input: 1_000_000, output: 2_000_000 } }
 
-function completions(token: string, body: Record<string, unknown>) {
-  return fetch(`${baseUrl()}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'authorization': `Bearer ${token}` },
-    body: JSON.stringify({ model: 'metered-model', ...body }),
-  })
-}
+const completions = (token: string, body: Record<string, unknown>) =>
+  proxyCompletions(token, { model: 'metered-model', ...body })
 
 async function agentOwnerWith(credits: number) {
   const owner = await createUser({ credits })
@@ -49,17 +38,7 @@ const HUGE_TOOL = {
  * settlement never takes more than the hold.
  */
 test.group('Model proxy: the hold covers every prompt-bearing field', (group) => {
-  let upstream: ModelUpstream
-  let restore: () => void
-  group.setup(async () => {
-    upstream = await startModelUpstream()
-    restore = useUpstream(upstream, { rates: METERED })
-    return async () => {
-      restore()
-      await upstream.close()
-    }
-  })
-  group.each.setup(() => upstream.reset())
+  const upstream = upstreamForGroup(group, { rates: METERED })
 
   test('a 900 KB tool with a small balance is 402 INSUFFICIENT_CREDITS, streamed or not; the provider never sees it', async ({
     assert,

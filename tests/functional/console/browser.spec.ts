@@ -1,9 +1,8 @@
 import { test } from '@japa/runner'
-import type { Browser } from 'playwright-core'
 import { createUser, jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 import { waitForMail } from '#tests/helpers/mail'
-import { haveChromium, launchBrowser, signIn } from '#tests/helpers/browser'
+import { browserForGroup, haveChromium, NO_CHROMIUM, signIn } from '#tests/helpers/browser'
 import {
   agentOwners,
   callFixture,
@@ -11,19 +10,10 @@ import {
   waitUntilServing,
 } from '#tests/helpers/agents_http'
 
-// A skip from a setup hook counts as a failure in japa; skip each test up front instead.
-const NO_CHROMIUM = 'Chromium is not installed (/usr/bin/chromium)'
-
 test.group('Console in a real browser (Chromium)', (group) => {
-  let browser: Browser
+  const browser = browserForGroup(group)
   const owners = agentOwners()
-  group.setup(async () => {
-    if (haveChromium()) browser = await launchBrowser()
-  })
-  group.teardown(async () => {
-    await browser?.close()
-    await owners.removeAgents()
-  })
+  group.teardown(() => owners.removeAgents())
 
   test('an operator signs in with TOTP; a new ticket appears live; a reply reaches the holder', async ({
     assert,

@@ -1,13 +1,10 @@
 import { test } from '@japa/runner'
 import type { Browser, Response } from 'playwright-core'
-import { haveChromium, launchBrowser } from '#tests/helpers/browser'
+import { haveChromium, launchBrowser, NO_CHROMIUM } from '#tests/helpers/browser'
 import { npmStart, type NpmStarted } from '#tests/helpers/built_server'
 import { totpCode } from '#tests/helpers/console'
 import { TEST_PASSWORD } from '#tests/helpers/identity'
 import { signUpAccountAt } from '#tests/helpers/service_under_fault'
-
-// A skip from a setup hook counts as a failure in japa; skip each test up front instead.
-const NO_CHROMIUM = 'Chromium is not installed (/usr/bin/chromium)'
 
 /**
  * The console as shipped: `npm start` (the built server under build/, its

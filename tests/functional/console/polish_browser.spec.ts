@@ -1,11 +1,11 @@
 import { test } from '@japa/runner'
 import { randomBytes, randomUUID } from 'node:crypto'
 import db from '@adonisjs/lucid/services/db'
-import type { Browser, Page } from 'playwright-core'
+import type { Page } from 'playwright-core'
 import { createUser, jwtFor, uniqueEmail, uniqueUsername } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 import { linkIn, waitForMail } from '#tests/helpers/mail'
-import { haveChromium, launchBrowser, signIn } from '#tests/helpers/browser'
+import { browserForGroup, haveChromium, NO_CHROMIUM, signIn } from '#tests/helpers/browser'
 import {
   agentOwners,
   createFixtureAgent,
@@ -13,7 +13,6 @@ import {
   waitUntilServing,
 } from '#tests/helpers/agents_http'
 
-const NO_CHROMIUM = 'Chromium is not installed (/usr/bin/chromium)'
 const SCREEN = { width: 1280, height: 800 }
 
 /** Every answer of 400 or more the page's loads got (documents, styles, scripts, icons). */
@@ -26,15 +25,9 @@ function failedLoads(page: Page): string[] {
 }
 
 test.group('Console polish in a real browser (Chromium, 1280 px)', (group) => {
-  let browser: Browser
+  const browser = browserForGroup(group)
   const owners = agentOwners()
-  group.setup(async () => {
-    if (haveChromium()) browser = await launchBrowser()
-  })
-  group.teardown(async () => {
-    await browser?.close()
-    await owners.removeAgents()
-  })
+  group.teardown(() => owners.removeAgents())
 
   test('no page is wider than the screen, none loads a missing asset, the favicon is served', async ({
     assert,
@@ -201,11 +194,7 @@ test.group('Console polish in a real browser (Chromium, 1280 px)', (group) => {
 })
 
 test.group('No dead ends for a browser (Chromium)', (group) => {
-  let browser: Browser
-  group.setup(async () => {
-    if (haveChromium()) browser = await launchBrowser()
-  })
-  group.teardown(() => browser?.close())
+  const browser = browserForGroup(group)
 
   test('GET / is a page with links onwards; the verification link is a page in both outcomes', async ({
     assert,

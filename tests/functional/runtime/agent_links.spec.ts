@@ -94,18 +94,22 @@ test.group('Agent folders: the service never follows a link an agent planted', (
     return agentId
   }
 
+  /** A fixture agent that ran and stopped, its folder back in the layout before issue 25: the agent owned it. */
+  async function stoppedInOldLayout() {
+    const agentId = await startFixture()
+    const paths = agentPaths(harness.agentsDir, agentId)
+    await harness.runtime.stop(agentId)
+    const uid = agentUid(agentId)
+    await chown(paths.root, uid, uid)
+    await chmod(paths.root, 0o700)
+    return { agentId, paths, uid }
+  }
+
   test('logs: an old layout whose runtime/ the agent replaced with links to a root-only file and a writable target shows neither; logs and rotation still work', async ({
     assert,
   }) => {
     await attackTargetsAreThere(assert)
-    const agentId = await startFixture()
-    const paths = agentPaths(harness.agentsDir, agentId)
-    await harness.runtime.stop(agentId)
-
-    // The layout before issue 25: the agent owned its folder, the service's runtime/ in it.
-    const uid = agentUid(agentId)
-    await chown(paths.root, uid, uid)
-    await chmod(paths.root, 0o700)
+    const { agentId, paths } = await stoppedInOldLayout()
     await mkdir(join(paths.root, 'runtime'), { mode: 0o700 })
     await writeFile(join(paths.root, 'runtime', 'output.log'), 'old output\n', { mode: 0o600 })
     // The reported attack, as the agent.
@@ -280,12 +284,7 @@ test.group('Agent folders: the service never follows a link an agent planted', (
     assert,
   }) => {
     await attackTargetsAreThere(assert)
-    const agentId = await startFixture()
-    const paths = agentPaths(harness.agentsDir, agentId)
-    await harness.runtime.stop(agentId)
-    const uid = agentUid(agentId)
-    await chown(paths.root, uid, uid)
-    await chmod(paths.root, 0o700)
+    const { agentId, paths } = await stoppedInOldLayout()
     asAgentOnHost(agentId, paths.root, `mv workspace w2 && ln -s ${outside} workspace`)
 
     const files = harness.runtime.filesAtRest(agentId)
