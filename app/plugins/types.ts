@@ -238,6 +238,26 @@ export interface FrameworkAdapter {
    */
   warmUpBeforeCheckpoint?: boolean
 
+  /**
+   * New agents may start from a template checkpoint instead of a cold boot
+   * (process driver, docs/runtime.md "New agents from a template"). Its
+   * agents then run in the fixed layout: `context.paths` and the launch's
+   * folders are the same for every agent (`/agent/...`), and `context.port`
+   * is `defaultPort` in the agent's own network namespace.
+   */
+  template?: {
+    /**
+     * What of the config changes the framework's boot: agents with equal
+     * shapes share a template, which is booted from this shape alone (so it
+     * must hold no secret). Undefined: this config never starts from one.
+     */
+    shape(config: Record<string, unknown>): Record<string, unknown> | undefined
+    /** The signal on which the framework re-reads its rendered files, its gateway token included. */
+    reloadSignal: NodeJS.Signals
+    /** A GET path answering 2xx only to the gateway token the framework holds (chatEndpoint's headers). */
+    tokenCheckPath: string
+  }
+
   /** Path and headers of the OpenAI-compatible chat endpoint inside the agent. */
   chatEndpoint(context: Pick<AgentRuntimeContext, 'agentId' | 'gatewayToken'>): {
     path: string

@@ -1,0 +1,181 @@
+import { createHash } from 'node:crypto'
+import { cp, mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { rewriteIdentity } from '#runtime/process/criu_images'
+
+/**
+ * Template checkpoints: new agents started from a warm framework instead of
+ * a cold boot (docs/runtime.md "New agents from a template").
+ *
+ * A template is a CRIU checkpoint of a framework that booted once, in the
+ * fixed layout (app/runtime/process/sandbox.ts: its folders at the same
+ * paths for every agent, a pid namespace of its own, the same port in its
+ * network namespace), under a uid of its own, from a config holding only
+ * what changes the framework's boot (the plugin's `template.shape`: no
+ * secret, no personality). A new agent gets a copy of the images made its
+ * own: the credentials of every thread set to its uid (criu_images.ts), the
+ * template's marker in memory replaced by the agent's id; CRIU binds the
+ * agent's own folders where the template's were (named mounts) and restores
+ * into the agent's root folder, network namespace and cgroups. The
+ * framework then re-reads its rendered files (its gateway token) on the
+ * plugin's reload signal, and the service checks it answers to the agent's
+ * token before anyone is routed to it. Anything that fails is a cold boot,
+ * counted by reason (TemplateFallback).
+ */
+
+/** Why a new agent booted cold instead of starting from a template. */
+export const TEMPLATE_FALLBACKS = [
+  /** No template for its framework and config shape yet (one is built meanwhile). */
+  'missing',
+  /** The template is of another launch (framework version, Node.js, environment). */
+  'stale',
+  /** Its images could not be made the agent's (an id of another length, an odd image). */
+  'identity',
+  /** CRIU could not restore it. */
+  'restore',
+  /** Restored, but it did not take the agent's own token: killed. */
+  'personalise',
+] as const
+export type TemplateFallback = (typeof TEMPLATE_FALLBACKS)[number]
+
+/** What the driver counts: template starts and cold boots by reason. */
+export interface TemplateCounts {
+  restored: number
+  coldBoots: Record<TemplateFallback, number>
+}
+
+export function emptyTemplateCounts(): TemplateCounts {
+  return {
+    restored: 0,
+    coldBoots: Object.fromEntries(TEMPLATE_FALLBACKS.map((reason) => [reason, 0])) as Record<
+      TemplateFallback,
+      number
+    >,
+  }
+}
+
+export interface TemplateMeta {
+  key: string
+  /** templateFingerprint of the launch it was taken of. */
+  fingerprint: string
+  /** `<name>@<version>`. */
+  framework: string
+  /** The uid and gid it ran under, which each copy's credentials replace. */
+  uid: number
+  gid: number
+  /** The marker (an agent id of its own) in its memory, which each copy replaces. */
+  marker: string
+  port: number
+  bytes: number
+  createdAt: string
+}
+
+/** Which template an agent of this framework and boot config shape starts from. */
+export function templateKey(framework: string, shape: Record<string, unknown>): string {
+  return createHash('sha256')
+    .update(JSON.stringify({ framework, shape }))
+    .digest('hex')
+    .slice(0, 24)
+}
+
+/**
+ * What a template was taken of: the framework's version and the launch
+ * inside the sandbox (the same for every agent in the fixed layout), its
+ * environment without the marker, and the Node.js binary. An agent whose
+ * own differs cannot use it (`stale`).
+ */
+export function templateFingerprint(launch: {
+  framework: string
+  shape: Record<string, unknown>
+  command: string
+  args: string[]
+  env: Record<string, string>
+  node: string
+}): string {
+  return createHash('sha256').update(JSON.stringify(launch)).digest('hex')
+}
+
+export class TemplateStore {
+  constructor(readonly dir: string) {}
+
+  path(key: string): string {
+    return join(this.dir, key)
+  }
+
+  async meta(key: string): Promise<TemplateMeta | undefined> {
+    try {
+      return JSON.parse(await readFile(join(this.path(key), 'template.json'), 'utf8'))
+    } catch {
+      return undefined
+    }
+  }
+
+  async discard(key: string): Promise<void> {
+    await rm(this.path(key), { recursive: true, force: true })
+  }
+
+  /** Takes the images in `checkpointDir` (moved, same file system) as the template `key`. */
+  async install(key: string, checkpointDir: string, meta: TemplateMeta): Promise<void> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 })
+    const staged = `${this.path(key)}.partial`
+    await rm(staged, { recursive: true, force: true })
+    await rename(checkpointDir, staged)
+    await rm(join(staged, 'checkpoint.json'), { force: true })
+    await writeFile(join(staged, 'template.json'), `${JSON.stringify(meta)}\n`, { mode: 0o600 })
+    await this.discard(key)
+    await rename(staged, this.path(key))
+  }
+
+  /**
+   * A copy of the template `key` at `target`, made the agent's: every
+   * thread's credentials set to its uid and gid, the template's marker in
+   * its memory replaced by the agent's id. Throws when it cannot be.
+   */
+  async personalisedCopy(
+    key: string,
+    target: string,
+    agent: { agentId: string; uid: number; gid: number }
+  ): Promise<void> {
+    const meta = await this.meta(key)
+    if (!meta) throw new Error('the template is gone')
+    // The marker is replaced in place: the environment's layout in memory must not move.
+    if (Buffer.byteLength(agent.agentId) !== Buffer.byteLength(meta.marker)) {
+      throw new Error(
+        `agent id of ${agent.agentId.length} characters (the marker has ${meta.marker.length})`
+      )
+    }
+    await rm(target, { recursive: true, force: true })
+    await cp(this.path(key), target, { recursive: true })
+    await rm(join(target, 'template.json'), { force: true })
+    await rewriteIdentity(target, {
+      from: { uid: meta.uid, gid: meta.gid },
+      to: { uid: agent.uid, gid: agent.gid },
+    })
+    const replaced = await replaceInPages(target, meta.marker, agent.agentId)
+    if (replaced === 0) throw new Error("the template's marker is not in its memory")
+  }
+}
+
+/**
+ * Replaces every occurrence of `from` by `to` (same length) in the memory
+ * images of `dir`; how many it replaced. The marker is the template's own
+ * random id: wherever it is, it stands for "this agent".
+ */
+async function replaceInPages(dir: string, from: string, to: string): Promise<number> {
+  const needle = Buffer.from(from)
+  const replacement = Buffer.from(to)
+  let count = 0
+  for (const name of await readdir(dir)) {
+    if (!/^pages-\d+\.img$/.test(name)) continue
+    const file = join(dir, name)
+    const pages = await readFile(file)
+    let changed = false
+    for (let at = pages.indexOf(needle); at !== -1; at = pages.indexOf(needle, at + 1)) {
+      replacement.copy(pages, at)
+      changed = true
+      count++
+    }
+    if (changed) await writeFile(file, pages)
+  }
+  return count
+}
