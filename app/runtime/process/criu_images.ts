@@ -168,8 +168,8 @@ function joinImage(header: Buffer, entries: Buffer[]): Buffer {
  * what it should be (the caller then boots the agent instead).
  */
 export async function rewriteIdentity(dir: string, change: IdentityChange): Promise<number> {
-  const entries = await readdir(dir)
-  const names = entries.filter((name) => /^core-\d+\.img$/.test(name))
+  const files = await readdir(dir)
+  const names = files.filter((name) => /^core-\d+\.img$/.test(name))
   if (names.length === 0) throw new Error('no core images')
   for (const name of names) {
     const file = join(dir, name)
