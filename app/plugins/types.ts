@@ -252,9 +252,18 @@ export interface FrameworkAdapter {
      * must hold no secret). Undefined: this config never starts from one.
      */
     shape(config: Record<string, unknown>): Record<string, unknown> | undefined
-    /** The signal on which the framework re-reads its rendered files, its gateway token included. */
-    reloadSignal: NodeJS.Signals
-    /** A GET path answering 2xx only to the gateway token the framework holds (chatEndpoint's headers). */
+    /**
+     * The signal on which the framework re-reads its rendered files (the
+     * agent's own config). Its gateway and model proxy tokens are also
+     * replaced in its memory where they are held as written (the template's
+     * are as long as an agent's); the check below decides.
+     */
+    reloadSignal?: NodeJS.Signals
+    /**
+     * A GET path answering 2xx only to the gateway token the framework holds
+     * (chatEndpoint's headers): a started agent must answer to its own and
+     * refuse the template's, or it is killed and booted.
+     */
     tokenCheckPath: string
   }
 

@@ -148,10 +148,16 @@ function fixedEnvPaths(paths: AgentPaths): AgentPaths {
   }
 }
 
-/** Until GET `url` answers 2xx (true) or the time is up (false). */
+/** A random string as long as `value`, of letters and digits (a stand-in for a token). */
+function randomLike(value: string): string {
+  const alphabet = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'
+  return [...randomBytes(value.length)].map((byte) => alphabet[byte % alphabet.length]).join('')
+}
+
+/** Until GET `url` answers 2xx (true) or the time is up (false; tried at least once). */
 async function answers(url: string, headers: Record<string, string>, timeoutMs: number) {
   const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
+  for (;;) {
     try {
       const response = await fetch(url, { headers, signal: AbortSignal.timeout(2000) })
       await response.body?.cancel()
@@ -159,9 +165,9 @@ async function answers(url: string, headers: Record<string, string>, timeoutMs: 
     } catch {
       // Not listening yet.
     }
+    if (Date.now() >= deadline) return false
     await sleep(100)
   }
-  return false
 }
 
 /** How long a shutdown waits for operations under way (checkpoint, restore) before stopping agents. */
@@ -640,6 +646,7 @@ export class ProcessDriver implements ContainerDriver {
       agentId: spec.agentId,
       gatewayToken: template.gatewayToken,
     })
+    let templateToken: string | undefined
     return {
       copy: async () => {
         const meta = await this.#templates.meta(template.key)
@@ -660,7 +667,12 @@ export class ProcessDriver implements ContainerDriver {
             agentId: spec.agentId,
             uid,
             gid: uid,
+            secrets: [
+              [meta.gatewayToken, template.gatewayToken],
+              [meta.modelProxyToken, spec.modelProxy.token],
+            ],
           })
+          templateToken = meta.gatewayToken
           return { dir }
         } catch (error) {
           await rm(dir, { recursive: true, force: true })
@@ -668,16 +680,26 @@ export class ProcessDriver implements ContainerDriver {
         }
       },
       personalise: async (pid) => {
-        try {
-          process.kill(pid, settings.reloadSignal)
-        } catch (error) {
-          return `could not signal it: ${(error as Error).message}`
+        if (settings.reloadSignal) {
+          try {
+            process.kill(pid, settings.reloadSignal)
+          } catch (error) {
+            return `could not signal it: ${(error as Error).message}`
+          }
         }
         const url = `http://${agent.host}:${agent.port}${settings.tokenCheckPath}`
         const own = await answers(url, headers, TEMPLATE_PERSONALISE_TIMEOUT_MS)
-        return own
-          ? undefined
-          : `it did not answer to its own token within ${TEMPLATE_PERSONALISE_TIMEOUT_MS / 1000} s`
+        if (!own) {
+          return `it did not answer to its own token within ${TEMPLATE_PERSONALISE_TIMEOUT_MS / 1000} s`
+        }
+        // The template's token must be refused: no copy of it may have been left in force.
+        const { headers: templateHeaders } = plugin.chatEndpoint({
+          agentId: spec.agentId,
+          gatewayToken: templateToken ?? '',
+        })
+        if (await answers(url, templateHeaders, 0))
+          return "it still answers to the template's token"
+        return undefined
       },
       report: (outcome: 'restored' | TemplateFallback, reason?: string) => {
         if (outcome === 'restored') this.#templateCounts.restored++
@@ -724,18 +746,18 @@ export class ProcessDriver implements ContainerDriver {
   ): Promise<void> {
     const templateId = randomUUID()
     const started = Date.now()
+    // Its tokens: random, as long as an agent's, so that a copy's can be replaced in place.
+    const gatewayToken = randomBytes(24).toString('hex')
+    const modelProxyToken = randomLike(agentSpec.modelProxy.token)
     const spec = {
       agentId: templateId,
       framework: plugin.name,
       config: shape,
-      modelProxy: { ...agentSpec.modelProxy, token: randomBytes(24).toString('hex') },
+      modelProxy: { ...agentSpec.modelProxy, token: modelProxyToken },
     }
     try {
       await this.#exclusive(templateId, () =>
-        this.#create(
-          { spec, plugin, gatewayToken: randomBytes(24).toString('hex') } as CreateRequest,
-          { key }
-        )
+        this.#create({ spec, plugin, gatewayToken } as CreateRequest, { key })
       )
       const agent = this.#agent(templateId)
       await this.start(templateId)
@@ -760,6 +782,8 @@ export class ProcessDriver implements ContainerDriver {
         uid,
         gid: uid,
         marker: templateId,
+        gatewayToken,
+        modelProxyToken,
         port: prepared.port,
         bytes: meta?.bytes ?? 0,
         createdAt: new Date().toISOString(),

@@ -65,6 +65,13 @@ export interface TemplateMeta {
   gid: number
   /** The marker (an agent id of its own) in its memory, which each copy replaces. */
   marker: string
+  /**
+   * Its own gateway and model proxy tokens (worthless: random, known to
+   * nobody else), which each copy replaces in memory by the agent's where
+   * they are as long, and which a started agent must refuse.
+   */
+  gatewayToken: string
+  modelProxyToken: string
   port: number
   bytes: number
   createdAt: string
@@ -134,15 +141,26 @@ export class TemplateStore {
   async personalisedCopy(
     key: string,
     target: string,
-    agent: { agentId: string; uid: number; gid: number }
+    agent: {
+      agentId: string
+      uid: number
+      gid: number
+      /** Template secret -> the agent's, each of the same length. */
+      secrets: Array<[from: string, to: string]>
+    }
   ): Promise<void> {
     const meta = await this.meta(key)
     if (!meta) throw new Error('the template is gone')
-    // The marker is replaced in place: the environment's layout in memory must not move.
+    // Replaced in place: nothing in memory may move (the environment, heap strings).
     if (Buffer.byteLength(agent.agentId) !== Buffer.byteLength(meta.marker)) {
       throw new Error(
         `agent id of ${agent.agentId.length} characters (the marker has ${meta.marker.length})`
       )
+    }
+    for (const [from, to] of agent.secrets) {
+      if (Buffer.byteLength(from) !== Buffer.byteLength(to)) {
+        throw new Error("a token of another length than the template's")
+      }
     }
     await rm(target, { recursive: true, force: true })
     await cp(this.path(key), target, { recursive: true })
@@ -151,31 +169,35 @@ export class TemplateStore {
       from: { uid: meta.uid, gid: meta.gid },
       to: { uid: agent.uid, gid: agent.gid },
     })
-    const replaced = await replaceInPages(target, meta.marker, agent.agentId)
-    if (replaced === 0) throw new Error("the template's marker is not in its memory")
+    const replaced = await replaceInPages(target, [[meta.marker, agent.agentId], ...agent.secrets])
+    if (replaced[0] === 0) throw new Error("the template's marker is not in its memory")
   }
 }
 
 /**
- * Replaces every occurrence of `from` by `to` (same length) in the memory
- * images of `dir`; how many it replaced. The marker is the template's own
- * random id: wherever it is, it stands for "this agent".
+ * Replaces every occurrence of each `from` by its `to` (same length) in the
+ * memory images of `dir`; how many of each it replaced. Each is the
+ * template's own random value (its marker, its tokens): wherever it is, it
+ * stands for "this agent's". A copy a framework keeps in another form (a
+ * hash, UTF-16) is not found: the token check after the restore catches it.
  */
-async function replaceInPages(dir: string, from: string, to: string): Promise<number> {
-  const needle = Buffer.from(from)
-  const replacement = Buffer.from(to)
-  let count = 0
+async function replaceInPages(dir: string, pairs: Array<[string, string]>): Promise<number[]> {
+  const counts = pairs.map(() => 0)
   for (const name of await readdir(dir)) {
     if (!/^pages-\d+\.img$/.test(name)) continue
     const file = join(dir, name)
     const pages = await readFile(file)
     let changed = false
-    for (let at = pages.indexOf(needle); at !== -1; at = pages.indexOf(needle, at + 1)) {
-      replacement.copy(pages, at)
-      changed = true
-      count++
-    }
+    pairs.forEach(([from, to], index) => {
+      const needle = Buffer.from(from)
+      const replacement = Buffer.from(to)
+      for (let at = pages.indexOf(needle); at !== -1; at = pages.indexOf(needle, at + 1)) {
+        replacement.copy(pages, at)
+        changed = true
+        counts[index]++
+      }
+    })
     if (changed) await writeFile(file, pages)
   }
-  return count
+  return counts
 }
