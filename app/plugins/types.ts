@@ -110,6 +110,12 @@ export interface ProcessLaunchTools {
    * processes run under (what Node names its cache folders after).
    */
   compileCache?: { dir: string; uid: number }
+  /**
+   * The agent's folders on the host, set when the launch's `folders` are the
+   * fixed in-sandbox ones (`template` frameworks): where the plugin's own
+   * work on the host (seeding a cache into TMPDIR) goes.
+   */
+  hostFolders?: AgentFolders
 }
 
 /**

@@ -233,7 +233,9 @@ export default definePlugin<FrameworkPlugin>({
   async processLaunch(context, folders, tools) {
     const { packageDir, sharedCache } = await installAndWarm(context, tools)
     if (tools.compileCache && sharedCache) {
-      if (await seedCompileCache(sharedCache, folders, tools.compileCache.uid)) {
+      // On the host: in the fixed layout `folders` are the paths inside the sandbox.
+      const onHost = tools.hostFolders ?? folders
+      if (await seedCompileCache(sharedCache, onHost, tools.compileCache.uid)) {
         tools.log('compile cache seeded from the shared warm one')
       }
     }
@@ -286,6 +288,20 @@ export default definePlugin<FrameworkPlugin>({
   warmUpBeforeCheckpoint: true,
   // Workspace skills (highest precedence); the gateway's skills watcher picks up changes.
   skillsDir: { root: 'workspace', path: 'skills', reload: 'watch' },
+  // New agents start from a template checkpoint (docs/runtime.md "New agents from a template"):
+  // a gateway on the hosted model proxy, booted from nothing but the model's name. Its gateway
+  // and model proxy tokens (environment variables) are replaced in the restored memory; GET
+  // /v1/models answers only to the token it holds. A customer's own provider key, channel
+  // settings or any other key: a cold boot.
+  template: {
+    shape(config) {
+      const known = new Set(['personality', 'instructions', 'provider', 'model'])
+      if (Object.keys(config).some((name) => !known.has(name))) return undefined
+      if ((config.provider ?? 'hosted') !== 'hosted') return undefined
+      return { provider: 'hosted', model: typeof config.model === 'string' ? config.model : null }
+    },
+    tokenCheckPath: '/v1/models',
+  },
 
   chatEndpoint(context) {
     return {

@@ -463,6 +463,7 @@ export class ProcessDriver implements ContainerDriver {
         return installOr503(name, () => this.#pythonPackages.ensure(name, requirements))
       },
       phase: (step) => enterPhase(spec.agentId, step),
+      ...(fixed ? { hostFolders: paths } : {}),
       log: (message) => {
         this.#log(`[agent ${spec.agentId}] ${message}`)
         logFile.note(message)
@@ -527,8 +528,16 @@ export class ProcessDriver implements ContainerDriver {
           shape,
           command: launch.command,
           args: launch.args,
+          // Without the marker, and the agent's own tokens as placeholders (a copy gets its own).
           env: Object.fromEntries(
-            Object.entries(env).filter(([name]) => name !== AGENT_MARKER_VARIABLE)
+            Object.entries(env)
+              .filter(([name]) => name !== AGENT_MARKER_VARIABLE)
+              .map(([name, value]) => [
+                name,
+                value
+                  .replaceAll(gatewayToken, '<gateway token>')
+                  .replaceAll(spec.modelProxy.token, '<model proxy token>'),
+              ])
           ),
           node: this.#node,
         })
@@ -617,6 +626,19 @@ export class ProcessDriver implements ContainerDriver {
   /** Template starts and counted cold boots of new agents since this driver began. */
   templateCounts(): TemplateCounts {
     return structuredClone(this.#templateCounts)
+  }
+
+  /**
+   * Builds (or rebuilds) the template new agents like `spec` start from,
+   * now, and waits for it: ahead of the first such agent, while the host is
+   * idle. False when this framework and config never use one here.
+   */
+  async prepareTemplate(spec: CreateRequest['spec'], plugin: FrameworkPlugin): Promise<boolean> {
+    const shape = this.#fixedLayout(plugin) ? plugin.template?.shape(spec.config) : undefined
+    if (!shape) return false
+    this.#buildTemplateSoon(templateKey(plugin.name, shape), spec, plugin, shape)
+    await this.whenTemplatesBuilt()
+    return (await this.#templates.meta(templateKey(plugin.name, shape))) !== undefined
   }
 
   /** Until the templates being built now are built (or failed). */
