@@ -41,6 +41,7 @@ import {
 import { AgentCheckpoint, criu } from '#runtime/process/checkpoint'
 import {
   TemplateStore,
+  carryFolders,
   emptyTemplateCounts,
   templateFingerprint,
   templateKey,
@@ -695,6 +696,13 @@ export class ProcessDriver implements ContainerDriver {
             ],
           })
           templateToken = meta.gatewayToken
+          await carryFolders(
+            this.#templates,
+            template.key,
+            this.options.agentsDir,
+            paths,
+            agentOwner(spec.agentId)
+          )
           return { dir }
         } catch (error) {
           await rm(dir, { recursive: true, force: true })
@@ -797,19 +805,25 @@ export class ProcessDriver implements ContainerDriver {
       if (!taken) throw new Error('it could not be checkpointed (its log says why)')
       const uid = agentUid(templateId)
       const meta = await this.#checkpoint(templateId).meta()
-      await this.#templates.install(key, this.#paths(templateId).checkpoint, {
+      const runPaths = this.#paths(templateId)
+      await this.#templates.install(
         key,
-        fingerprint,
-        framework: `${plugin.name}@${plugin.version}`,
-        uid,
-        gid: uid,
-        marker: templateId,
-        gatewayToken,
-        modelProxyToken,
-        port: prepared.port,
-        bytes: meta?.bytes ?? 0,
-        createdAt: new Date().toISOString(),
-      })
+        runPaths.checkpoint,
+        {
+          key,
+          fingerprint,
+          framework: `${plugin.name}@${plugin.version}`,
+          uid,
+          gid: uid,
+          marker: templateId,
+          gatewayToken,
+          modelProxyToken,
+          port: prepared.port,
+          bytes: meta?.bytes ?? 0,
+          createdAt: new Date().toISOString(),
+        },
+        runPaths
+      )
       this.#log(
         `${plugin.name} template built in ${Math.round((Date.now() - started) / 100) / 10} s (${Math.round((meta?.bytes ?? 0) / 1024 / 1024)} MB)`
       )

@@ -1,7 +1,15 @@
 import { createHash } from 'node:crypto'
-import { cp, mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { cp, lstat, mkdir, open, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises'
+import { join, relative } from 'node:path'
+import { writeFileBelow, type Owner } from '#runtime/files/confined_dir'
 import { rewriteIdentity } from '#runtime/process/criu_images'
+
+/** The agent's own folders a template carries what its framework wrote at boot in. */
+export const CARRIED_FOLDERS = ['workspace', 'state', 'home', 'tmp', 'cache'] as const
+type CarriedFolder = (typeof CARRIED_FOLDERS)[number]
+
+/** How much of a memory image is searched at once for the values a copy replaces. */
+const REPLACE_CHUNK = 64 * 1024 * 1024
 
 /**
  * Template checkpoints: new agents started from a warm framework instead of
@@ -121,13 +129,31 @@ export class TemplateStore {
     await rm(this.path(key), { recursive: true, force: true })
   }
 
-  /** Takes the images in `checkpointDir` (moved, same file system) as the template `key`. */
-  async install(key: string, checkpointDir: string, meta: TemplateMeta): Promise<void> {
+  /**
+   * Takes the images in `checkpointDir` (moved, same file system) as the
+   * template `key`, with a copy of what its framework wrote in its own
+   * folders by then (`folders`): a restored framework holds some of those
+   * files open (OpenClaw its SQLite store), and CRIU reopens them by path
+   * and checks their size.
+   */
+  async install(
+    key: string,
+    checkpointDir: string,
+    meta: TemplateMeta,
+    folders: Record<CarriedFolder, string>
+  ): Promise<void> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 })
     const staged = `${this.path(key)}.partial`
     await rm(staged, { recursive: true, force: true })
     await rename(checkpointDir, staged)
     await rm(join(staged, 'checkpoint.json'), { force: true })
+    for (const name of CARRIED_FOLDERS) {
+      // Links are copied as links, and never followed at a restore (carryFolders).
+      await cp(folders[name], join(staged, 'folders', name), {
+        recursive: true,
+        verbatimSymlinks: true,
+      })
+    }
     await writeFile(join(staged, 'template.json'), `${JSON.stringify(meta)}\n`, { mode: 0o600 })
     await this.discard(key)
     await rename(staged, this.path(key))
@@ -163,7 +189,10 @@ export class TemplateStore {
       }
     }
     await rm(target, { recursive: true, force: true })
-    await cp(this.path(key), target, { recursive: true })
+    await cp(this.path(key), target, {
+      recursive: true,
+      filter: (source) => !source.startsWith(join(this.path(key), 'folders')),
+    })
     await rm(join(target, 'template.json'), { force: true })
     await rewriteIdentity(target, {
       from: { uid: meta.uid, gid: meta.gid },
@@ -175,6 +204,40 @@ export class TemplateStore {
 }
 
 /**
+ * Writes the files the template's framework had written in its own folders
+ * into the agent's (`folders`, under `agentsDir`), as the agent's, where the
+ * agent has none of that name: its own rendered files win. Never through a
+ * link (writeFileBelow); links and anything but plain files are not carried.
+ * How many files it wrote.
+ */
+export async function carryFolders(
+  store: TemplateStore,
+  key: string,
+  agentsDir: string,
+  folders: Record<CarriedFolder, string>,
+  owner: Owner | undefined
+): Promise<number> {
+  let written = 0
+  for (const name of CARRIED_FOLDERS) {
+    const from = join(store.path(key), 'folders', name)
+    const files = await readdir(from, { recursive: true }).catch(() => [] as string[])
+    for (const file of files) {
+      const source = join(from, file)
+      const info = await lstat(source)
+      if (!info.isFile()) continue
+      const target = join(folders[name], relative(from, source))
+      const wrote = await writeFileBelow(agentsDir, target, await readFile(source), {
+        mode: info.mode & 0o777,
+        owner,
+        onlyIfMissing: true,
+      })
+      if (wrote) written++
+    }
+  }
+  return written
+}
+
+/**
  * Replaces every occurrence of each `from` by its `to` (same length) in the
  * memory images of `dir`; how many of each it replaced. Each is the
  * template's own random value (its marker, its tokens): wherever it is, it
@@ -183,21 +246,32 @@ export class TemplateStore {
  */
 async function replaceInPages(dir: string, pairs: Array<[string, string]>): Promise<number[]> {
   const counts = pairs.map(() => 0)
+  const needles = pairs.map(([from, to]) => [Buffer.from(from), Buffer.from(to)] as const)
+  const overlap = Math.max(...needles.map(([needle]) => needle.length)) - 1
+  const chunk = Buffer.alloc(REPLACE_CHUNK + overlap)
   for (const name of await readdir(dir)) {
     if (!/^pages-\d+\.img$/.test(name)) continue
-    const file = join(dir, name)
-    const pages = await readFile(file)
-    let changed = false
-    pairs.forEach(([from, to], index) => {
-      const needle = Buffer.from(from)
-      const replacement = Buffer.from(to)
-      for (let at = pages.indexOf(needle); at !== -1; at = pages.indexOf(needle, at + 1)) {
-        replacement.copy(pages, at)
-        changed = true
-        counts[index]++
+    // In place, a chunk at a time (an OpenClaw gateway's images are ~0.8 GB): only the
+    // bytes replaced are written.
+    const handle = await open(join(dir, name), 'r+')
+    try {
+      for (let offset = 0; ; offset += REPLACE_CHUNK) {
+        const { bytesRead } = await handle.read(chunk, 0, chunk.length, offset)
+        if (bytesRead === 0) break
+        const view = chunk.subarray(0, bytesRead)
+        for (const [index, [needle, replacement]] of needles.entries()) {
+          for (let at = view.indexOf(needle); at !== -1; at = view.indexOf(needle, at + 1)) {
+            // A match starting in the overlap is the next chunk's.
+            if (at >= REPLACE_CHUNK) break
+            await handle.write(replacement, 0, replacement.length, offset + at)
+            counts[index]++
+          }
+        }
+        if (bytesRead < chunk.length) break
       }
-    })
-    if (changed) await writeFile(file, pages)
+    } finally {
+      await handle.close()
+    }
   }
   return counts
 }
