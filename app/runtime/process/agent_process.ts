@@ -2,7 +2,7 @@ import { setPriority } from 'node:os'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs'
-import { rm } from 'node:fs/promises'
+import { copyFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { ProcessLaunch } from '#plugins/types'
@@ -376,7 +376,10 @@ export class AgentProcess {
     prepared.template = undefined
     if (!checkpoint) return false
     this.#assertLaunchesAllowed()
+    const began = Date.now()
     const copy = await template.copy()
+    const copied = Date.now()
+    let restoredAt = copied
     if ('fallback' in copy) {
       this.logFile.note(`no template start (${copy.reason}): booting`)
       template.report(copy.fallback, copy.reason)
@@ -400,7 +403,10 @@ export class AgentProcess {
     const restore = {
       pidFile,
       fromTemplate: true,
-      personalise: template.personalise,
+      personalise: (pid: number) => {
+        restoredAt = Date.now()
+        return template.personalise(pid)
+      },
       failure: undefined as string | undefined,
     }
     const restored =
@@ -408,6 +414,10 @@ export class AgentProcess {
     // CRIU may still hold the folder open for a moment.
     setTimeout(() => void rm(copy.dir, { recursive: true, force: true }), 60_000).unref()
     if (restored) {
+      const secs = (from: number, to: number) => `${((to - from) / 1000).toFixed(2)} s`
+      this.logFile.note(
+        `template start: its copy made in ${secs(began, copied)}, restored in ${secs(copied, restoredAt)}, its own token taken in ${secs(restoredAt, Date.now())}`
+      )
       template.report('restored')
       return true
     }
@@ -416,6 +426,11 @@ export class AgentProcess {
       restore.failure ??
       (child instanceof Error ? child.message : await lastErrors(join(copy.dir, 'restore.log')))
     this.logFile.note(`could not start from its template (${reason}): booting`)
+    // CRIU's whole account, kept beside the agent's log until its next template start.
+    await copyFile(
+      join(copy.dir, 'restore.log'),
+      join(this.paths.runtime, 'template-restore.log')
+    ).catch(() => undefined)
     template.report(fallback, reason)
     return false
   }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { cp, lstat, mkdir, open, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises'
 import { join, relative } from 'node:path'
-import { writeFileBelow, type Owner } from '#runtime/files/confined_dir'
+import { inFolderBelow, writeFileBelow, type Owner } from '#runtime/files/confined_dir'
 import { rewriteIdentity } from '#runtime/process/criu_images'
 
 /** The agent's own folders a template carries what its framework wrote at boot in. */
@@ -207,7 +207,8 @@ export class TemplateStore {
  * Writes the files the template's framework had written in its own folders
  * into the agent's (`folders`, under `agentsDir`), as the agent's, where the
  * agent has none of that name: its own rendered files win. Never through a
- * link (writeFileBelow); links and anything but plain files are not carried.
+ * link (writeFileBelow); folders are made, links and anything but plain
+ * files and folders are not carried.
  * How many files it wrote.
  */
 export async function carryFolders(
@@ -224,8 +225,14 @@ export async function carryFolders(
     for (const file of files) {
       const source = join(from, file)
       const info = await lstat(source)
-      if (!info.isFile()) continue
       const target = join(folders[name], relative(from, source))
+      if (info.isDirectory()) {
+        // Folders too, empty ones included (a framework may expect its own there).
+        const create = { mode: info.mode & 0o777, owner }
+        await inFolderBelow(agentsDir, relative(agentsDir, target), create, async () => {})
+        continue
+      }
+      if (!info.isFile()) continue
       const wrote = await writeFileBelow(agentsDir, target, await readFile(source), {
         mode: info.mode & 0o777,
         owner,
