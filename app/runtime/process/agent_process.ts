@@ -208,6 +208,8 @@ export class AgentProcess {
   lastError: string | null = null
   /** The id the next run takes (scheduled by the API before it boots); used once. */
   nextContainerId?: string
+  /** No run of it was ever started or adopted (a new agent may start from a template). */
+  neverStarted = true
   readonly logFile: LogFile
 
   #child?: ChildProcess
@@ -261,6 +263,7 @@ export class AgentProcess {
 
   /** Takes over a process a previous run of the service started. */
   adopt(record: ProcessRecord) {
+    this.neverStarted = false
     this.record = record
     this.restartCount = record.restartCount
     this.state = 'running'
@@ -272,6 +275,7 @@ export class AgentProcess {
   /** An explicit start: a fresh count of crashes and restarts. */
   async start(): Promise<void> {
     if (this.isLive()) return
+    this.neverStarted = false
     this.restartCount = 0
     this.#consecutiveCrashes = 0
     this.lastError = null

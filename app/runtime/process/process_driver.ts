@@ -398,8 +398,9 @@ export class ProcessDriver implements ContainerDriver {
     template?: { key: string }
   ): Promise<ContainerInfo> {
     const paths = this.#paths(spec.agentId)
-    // A new agent: never run by this service or a previous one (no output yet).
-    const fresh = !this.#agents.has(spec.agentId) && !existsSync(paths.logFile)
+    // A new agent: never started by this run of the service, nor by a previous one (no output).
+    const known = this.#agents.get(spec.agentId)
+    const fresh = known ? known.neverStarted : !existsSync(paths.logFile)
     await ensureAgentFolders(paths)
 
     let agent = this.#agents.get(spec.agentId)

@@ -6,7 +6,7 @@ import { agentPaths } from '#runtime/agent_paths'
 import { gatewayTokenFor } from '#runtime/credentials'
 import { agentNetworkUnavailable } from '#runtime/process/agent_network/agent_networks'
 import { criu } from '#runtime/process/checkpoint'
-import { markedProcesses, readRecord } from '#runtime/process/process_record'
+import { markedAgentIdsUnder, markedProcesses, readRecord } from '#runtime/process/process_record'
 import { agentUid, bubblewrapWorks } from '#runtime/process/sandbox'
 import { fixtureSpec, processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
 
@@ -188,6 +188,41 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
   })
     .skip(!canTemplate, skipReason)
     .timeout(180_000)
+
+  test("a template-started agent is found as this service's after a restart: adopted, stopped", async ({
+    assert,
+  }) => {
+    await buildTemplate(harness)
+    const agentId = randomUUID()
+    await startReady(harness, agentId)
+    assert.isTrue(startedFromTemplate(harness, agentId))
+    const { since } = await count(harness, agentId)
+    // Its HOME is /agent/home: the agents folder is named in its environment instead.
+    assert.isTrue(markedAgentIdsUnder(harness.agentsDir).has(agentId))
+
+    await harness.restartService()
+    await startReady(harness, agentId)
+    const after = await count(harness, agentId)
+    assert.equal(after.since, since, 'the same run, adopted')
+    assert.equal(after.count, 2)
+    await harness.runtime.stop(agentId)
+    assert.deepEqual(markedProcesses(agentId), [])
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(120_000)
+
+  test('an agent whose id cannot replace the marker boots cold, counted', async ({ assert }) => {
+    await buildTemplate(harness)
+    // Not a UUID: 37 characters where the template's marker has 36.
+    const agentId = `x${randomUUID()}`
+    await startReady(harness, agentId)
+    assert.isFalse(startedFromTemplate(harness, agentId))
+    assert.equal(harness.driver.templateCounts().coldBoots.identity, 1)
+    const booted = await count(harness, agentId)
+    assert.equal(booted.count, 1)
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(120_000)
 
   test('an agent whose config changes the boot never starts from a template', async ({
     assert,
