@@ -110,6 +110,12 @@ export interface ProcessLaunchTools {
    * processes run under (what Node names its cache folders after).
    */
   compileCache?: { dir: string; uid: number }
+  /**
+   * The agent's folders on the host, set when the launch's `folders` are the
+   * fixed in-sandbox ones (`template` frameworks): where the plugin's own
+   * work on the host (seeding a cache into TMPDIR) goes.
+   */
+  hostFolders?: AgentFolders
 }
 
 /**
@@ -237,6 +243,35 @@ export interface FrameworkAdapter {
    * wake does not pay that work again on a user's message.
    */
   warmUpBeforeCheckpoint?: boolean
+
+  /**
+   * New agents may start from a template checkpoint instead of a cold boot
+   * (process driver, docs/runtime.md "New agents from a template"). Its
+   * agents then run in the fixed layout: `context.paths` and the launch's
+   * folders are the same for every agent (`/agent/...`), and `context.port`
+   * is `defaultPort` in the agent's own network namespace.
+   */
+  template?: {
+    /**
+     * What of the config changes the framework's boot: agents with equal
+     * shapes share a template, which is booted from this shape alone (so it
+     * must hold no secret). Undefined: this config never starts from one.
+     */
+    shape(config: Record<string, unknown>): Record<string, unknown> | undefined
+    /**
+     * The signal on which the framework re-reads its rendered files (the
+     * agent's own config). Its gateway and model proxy tokens are also
+     * replaced in its memory where they are held as written (the template's
+     * are as long as an agent's); the check below decides.
+     */
+    reloadSignal?: NodeJS.Signals
+    /**
+     * A GET path answering 2xx only to the gateway token the framework holds
+     * (chatEndpoint's headers): a started agent must answer to its own and
+     * refuse the template's, or it is killed and booted.
+     */
+    tokenCheckPath: string
+  }
 
   /** Path and headers of the OpenAI-compatible chat endpoint inside the agent. */
   chatEndpoint(context: Pick<AgentRuntimeContext, 'agentId' | 'gatewayToken'>): {

@@ -38,6 +38,7 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
         compileCache: process.env.AGENT_COMPILE_CACHE !== 'off',
         checkpoints: process.env.AGENT_CHECKPOINT !== 'off',
         checkpointDiskMb: Number(process.env.AGENT_CHECKPOINT_DISK_MB) || undefined,
+        templates: process.env.AGENT_TEMPLATES !== 'off',
         sandbox: (process.env.AGENT_SANDBOX || undefined) as SandboxMode | undefined,
         network: agentNetworkSettings() ?? null,
         log: settings.log,

@@ -103,6 +103,8 @@ export type RuntimeEvent =
       at: Date
       /** Restored from a checkpoint (the run goes on) rather than booted. */
       restored?: boolean
+      /** A new agent started from its framework's template checkpoint rather than booted. */
+      fromTemplate?: boolean
     }
   | { type: 'ready'; agentId: string; containerId: string | null; at: Date }
   | {

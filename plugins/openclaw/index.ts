@@ -233,7 +233,9 @@ export default definePlugin<FrameworkPlugin>({
   async processLaunch(context, folders, tools) {
     const { packageDir, sharedCache } = await installAndWarm(context, tools)
     if (tools.compileCache && sharedCache) {
-      if (await seedCompileCache(sharedCache, folders, tools.compileCache.uid)) {
+      // On the host: in the fixed layout `folders` are the paths inside the sandbox.
+      const onHost = tools.hostFolders ?? folders
+      if (await seedCompileCache(sharedCache, onHost, tools.compileCache.uid)) {
         tools.log('compile cache seeded from the shared warm one')
       }
     }
@@ -286,6 +288,10 @@ export default definePlugin<FrameworkPlugin>({
   warmUpBeforeCheckpoint: true,
   // Workspace skills (highest precedence); the gateway's skills watcher picks up changes.
   skillsDir: { root: 'workspace', path: 'skills', reload: 'watch' },
+  // No template start (docs/runtime.md "New agents from a template"): OpenClaw 2026.9.6 keeps the
+  // dev:ino of its SQLite state database in memory and refuses the file once it is another one
+  // ("SQLite database file identity changed before existing-only open"), so a gateway restored
+  // onto an agent's own copy of its state answers every chat with a 500.
 
   chatEndpoint(context) {
     return {

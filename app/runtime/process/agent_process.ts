@@ -2,14 +2,20 @@ import { setPriority } from 'node:os'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs'
-import { rm } from 'node:fs/promises'
+import { copyFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { ProcessLaunch } from '#plugins/types'
 import type { AgentPaths } from '#runtime/agent_paths'
 import type { ContainerInfo, ContainerUsage, RuntimeEvent } from '#runtime/types'
 import type { AgentCgroup } from '#runtime/process/cgroups'
-import type { AgentCheckpoint } from '#runtime/process/checkpoint'
+import {
+  lastErrors,
+  restoreCommand,
+  type AgentCheckpoint,
+  type NamedMount,
+} from '#runtime/process/checkpoint'
+import type { TemplateFallback } from '#runtime/process/template'
 import { LogFile } from '#runtime/process/log_file'
 import {
   childPids,
@@ -83,7 +89,27 @@ export interface PreparedLaunch {
     fingerprint: string
     /** Runs CRIU inside the agent's network namespace, where the launch ran (when it has one). */
     enter?: Wrap
+    /** The fixed layout's binds, which CRIU records and restores by name. */
+    mounts?: NamedMount[]
   }
+  /**
+   * A new agent's first start from a template checkpoint
+   * (app/runtime/process/template.ts); used once, then unset.
+   */
+  template?: TemplateStart
+}
+
+/** What a start from a template needs of the driver. */
+export interface TemplateStart {
+  /** The agent's own copy of the images, or why it cannot have one (then a counted cold boot). */
+  copy(): Promise<{ dir: string } | { fallback: TemplateFallback; reason: string }>
+  /**
+   * After CRIU restored the copy (the framework is `pid`): makes the framework
+   * take the agent's own token; an error message when it did not.
+   */
+  personalise(pid: number): Promise<string | undefined>
+  /** How this start went: restored, or the reason it booted cold. */
+  report(outcome: 'restored' | TemplateFallback, reason?: string): void
 }
 
 /**
@@ -122,6 +148,19 @@ function signalTree(pid: number, pids: number[], signal: NodeJS.Signals) {
 }
 
 /**
+ * The launcher's children in a process group of their own: in the fixed
+ * layout the framework is its pid namespace's init, in a session of its own,
+ * so the launcher's group does not reach it. Others get the group's signal
+ * only (never twice: a second SIGTERM means "force" to some frameworks).
+ */
+function ownGroupChildren(pid: number): number[] {
+  return childPids(pid).filter((child) => {
+    const group = readProcStat(child)?.pgrp
+    return group !== undefined && group !== pid
+  })
+}
+
+/**
  * Stops a recorded process tree that no supervisor holds (left over from a
  * previous run of the service): SIGTERM to its group, SIGKILL after the grace.
  */
@@ -131,7 +170,7 @@ export async function killRecordedProcess(record: ProcessRecord, graceMs: number
     pid,
     startTime: readProcStat(pid)?.startTime,
   }))
-  signalTree(record.pid, [], 'SIGTERM')
+  signalTree(record.pid, ownGroupChildren(record.pid), 'SIGTERM')
   const deadline = Date.now() + graceMs
   while (isAlive(record.pid) && Date.now() < deadline) await sleep(100)
   const survivors = members
@@ -169,6 +208,8 @@ export class AgentProcess {
   lastError: string | null = null
   /** The id the next run takes (scheduled by the API before it boots); used once. */
   nextContainerId?: string
+  /** No run of it was ever started or adopted (a new agent may start from a template). */
+  neverStarted = true
   readonly logFile: LogFile
 
   #child?: ChildProcess
@@ -222,6 +263,7 @@ export class AgentProcess {
 
   /** Takes over a process a previous run of the service started. */
   adopt(record: ProcessRecord) {
+    this.neverStarted = false
     this.record = record
     this.restartCount = record.restartCount
     this.state = 'running'
@@ -233,11 +275,13 @@ export class AgentProcess {
   /** An explicit start: a fresh count of crashes and restarts. */
   async start(): Promise<void> {
     if (this.isLive()) return
+    this.neverStarted = false
     this.restartCount = 0
     this.#consecutiveCrashes = 0
     this.lastError = null
     this.#stopping = false
     if (await this.#restore()) return
+    if (await this.#fromTemplate()) return
     await this.#spawn()
   }
 
@@ -299,12 +343,13 @@ export class AgentProcess {
       await checkpoint.store.discard()
       return false
     }
-    const restoreCommand = checkpoint.store.restoreCommand({
+    const command = checkpoint.store.restoreCommand({
       uid: checkpoint.uid,
       rootDir: checkpoint.rootDir,
       pidFile,
+      mounts: checkpoint.mounts,
     })
-    const child = this.#launch(checkpoint.enter?.(restoreCommand) ?? restoreCommand, {
+    const child = this.#launch(checkpoint.enter?.(command) ?? command, {
       cwd: this.paths.runtime,
       inheritFiles: [],
     })
@@ -317,6 +362,80 @@ export class AgentProcess {
     const reason = child instanceof Error ? child.message : await checkpoint.store.restoreErrors()
     this.logFile.note(`could not restore its checkpoint (${reason}): booting`)
     await checkpoint.store.discard()
+    return false
+  }
+
+  /**
+   * A new agent's first start from its framework's template: CRIU restores
+   * the agent's own copy of the images into its sandbox, then the framework
+   * takes its own token. False, with nothing left running, when it could
+   * not (the caller boots it; the driver counts why).
+   */
+  async #fromTemplate(): Promise<boolean> {
+    const prepared = this.prepared
+    const template = prepared?.template
+    const checkpoint = prepared?.checkpoint
+    if (!prepared || !template) return false
+    // Only ever the first start: a later boot (a crash restart, a wake) boots.
+    prepared.template = undefined
+    if (!checkpoint) return false
+    this.#assertLaunchesAllowed()
+    const began = Date.now()
+    const copy = await template.copy()
+    const copied = Date.now()
+    let restoredAt = copied
+    if ('fallback' in copy) {
+      this.logFile.note(`no template start (${copy.reason}): booting`)
+      template.report(copy.fallback, copy.reason)
+      return false
+    }
+    const generation = ++this.#generation
+    this.state = 'starting'
+    this.#cpuSample = undefined
+    const pidFile = join(this.paths.runtime, 'restored.pid')
+    await rm(pidFile, { force: true })
+    const command = restoreCommand(copy.dir, {
+      uid: checkpoint.uid,
+      rootDir: checkpoint.rootDir,
+      pidFile,
+      mounts: checkpoint.mounts,
+    })
+    const child = this.#launch(checkpoint.enter?.(command) ?? command, {
+      cwd: this.paths.runtime,
+      inheritFiles: [],
+    })
+    const restore = {
+      pidFile,
+      fromTemplate: true,
+      personalise: (pid: number) => {
+        restoredAt = Date.now()
+        return template.personalise(pid)
+      },
+      failure: undefined as string | undefined,
+    }
+    const restored =
+      !(child instanceof Error) && (await this.#watch(generation, child, prepared, restore))
+    // CRIU may still hold the folder open for a moment.
+    setTimeout(() => void rm(copy.dir, { recursive: true, force: true }), 60_000).unref()
+    if (restored) {
+      const secs = (from: number, to: number) => `${((to - from) / 1000).toFixed(2)} s`
+      this.logFile.note(
+        `template start: its copy made in ${secs(began, copied)}, restored in ${secs(copied, restoredAt)}, its own token taken in ${secs(restoredAt, Date.now())}`
+      )
+      template.report('restored')
+      return true
+    }
+    const fallback: TemplateFallback = restore.failure ? 'personalise' : 'restore'
+    const reason =
+      restore.failure ??
+      (child instanceof Error ? child.message : await lastErrors(join(copy.dir, 'restore.log')))
+    this.logFile.note(`could not start from its template (${reason}): booting`)
+    // CRIU's whole account, kept beside the agent's log until its next template start.
+    await copyFile(
+      join(copy.dir, 'restore.log'),
+      join(this.paths.runtime, 'template-restore.log')
+    ).catch(() => undefined)
+    template.report(fallback, reason)
     return false
   }
 
@@ -377,7 +496,14 @@ export class AgentProcess {
     generation: number,
     child: ChildProcess,
     prepared: PreparedLaunch,
-    restore?: { pidFile: string }
+    restore?: {
+      pidFile: string
+      fromTemplate?: boolean
+      /** Before the run is anyone's: an error message when the restored tree is not to be kept. */
+      personalise?: (pid: number) => Promise<string | undefined>
+      /** Set to personalise's error. */
+      failure?: string
+    }
   ): Promise<boolean> {
     const cgroup = prepared.cgroup
     this.#child = child
@@ -416,6 +542,17 @@ export class AgentProcess {
         this.#child = undefined
         return false
       }
+      if (restore.personalise && !settled) {
+        const failure = await restore.personalise(Number(readFileSync(restore.pidFile, 'utf8')))
+        if (failure) {
+          restore.failure = failure
+          signalTree(child.pid, treeUsage(child.pid).pids, 'SIGKILL')
+          const deadline = Date.now() + 5000
+          while (!settled && Date.now() < deadline) await sleep(20)
+          this.#child = undefined
+          return false
+        }
+      }
       following = true
       if (settled) {
         // Restored, then ended at once: a crash like any other.
@@ -445,16 +582,19 @@ export class AgentProcess {
     }
     this.state = 'running'
     this.logFile.note(
-      restore
-        ? `restored ${prepared.framework} from its checkpoint under process ${child.pid} on ${this.host}:${prepared.port}`
-        : `started ${prepared.framework} as process ${child.pid} on ${this.host}:${prepared.port}`
+      restore?.fromTemplate
+        ? `started ${prepared.framework} from its template under process ${child.pid} on ${this.host}:${prepared.port}`
+        : restore
+          ? `restored ${prepared.framework} from its checkpoint under process ${child.pid} on ${this.host}:${prepared.port}`
+          : `started ${prepared.framework} as process ${child.pid} on ${this.host}:${prepared.port}`
     )
     this.emit({
       type: 'started',
       agentId: this.agentId,
       containerId,
       at: new Date(),
-      ...(restore ? { restored: true } : {}),
+      // A template start is a fresh run of the agent (no turn of its own yet), not a wake.
+      ...(restore?.fromTemplate ? { fromTemplate: true } : restore ? { restored: true } : {}),
     })
     this.#startPolling()
     return true
@@ -590,7 +730,7 @@ export class AgentProcess {
     }))
     this.logFile.note(`stopping process ${record.pid}`)
     const exited = new Promise<void>((resolve) => this.#exitWaiters.push(resolve))
-    signalTree(record.pid, [], 'SIGTERM')
+    signalTree(record.pid, ownGroupChildren(record.pid), 'SIGTERM')
     const deadline = Date.now() + this.settings.stopGraceMs
     const living = () =>
       members
@@ -651,7 +791,7 @@ export class AgentProcess {
    * restores them. False, with the agent still running, when no checkpoint
    * could be taken (the caller then stops it).
    */
-  async hibernate(): Promise<boolean> {
+  async hibernate(options: { uncompressed?: boolean } = {}): Promise<boolean> {
     const checkpoint = this.prepared?.checkpoint
     const record = this.record
     if (!checkpoint || !record || this.state !== 'running' || !isAlive(record.pid)) return false
@@ -665,6 +805,8 @@ export class AgentProcess {
       pid: framework[0],
       uid: checkpoint.uid,
       enter: checkpoint.enter,
+      mounts: checkpoint.mounts,
+      uncompressed: options.uncompressed,
       meta: {
         fingerprint: checkpoint.fingerprint,
         framework: this.prepared!.framework,

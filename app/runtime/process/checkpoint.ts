@@ -85,6 +85,23 @@ const COMMON = [
  * set the agent's resource limits through that alone, where a host (a
  * container, this machine) withholds CAP_SYS_RESOURCE from root.
  */
+/** A bind of the fixed layout (app/runtime/process/sandbox.ts fixedMounts). */
+export interface NamedMount {
+  name: string
+  inside: string
+  host: string
+}
+
+/** At a dump: each named bind is recorded by its name instead of its host path. */
+function dumpMounts(mounts: NamedMount[] = []): string[] {
+  return mounts.flatMap(({ name, inside }) => ['--external', `mnt[${inside}]:${name}`])
+}
+
+/** At a restore: each name is bound from the restoring agent's own host path. */
+export function restoreMounts(mounts: NamedMount[] = []): string[] {
+  return mounts.flatMap(({ name, host }) => ['--external', `mnt[${name}]:${host}`])
+}
+
 function asAgent(uid: number, command: string, args: string[]) {
   return {
     command: '/usr/bin/setpriv',
@@ -146,6 +163,10 @@ export class AgentCheckpoint {
     /** Runs CRIU in the agent's network namespace (CRIU then leaves that namespace out). */
     enter?: (launch: { command: string; args: string[] }) => { command: string; args: string[] }
     meta: Omit<CheckpointMeta, 'bytes' | 'createdAt' | 'compressed'>
+    /** The fixed layout's binds, recorded by name. */
+    mounts?: NamedMount[]
+    /** Leave the memory images uncompressed (a template is restored many times). */
+    uncompressed?: boolean
     timeoutMs?: number
   }): Promise<{ meta?: CheckpointMeta; error?: string }> {
     const binary = criu().path
@@ -157,6 +178,7 @@ export class AgentCheckpoint {
       'dump',
       ...['-t', String(options.pid), '-D', partial, '-o', 'dump.log', '-v1'],
       ...COMMON,
+      ...dumpMounts(options.mounts),
     ])
     const run = options.enter?.(dump) ?? dump
     const code = await exitCode(run.command, run.args, options.timeoutMs ?? 60_000)
@@ -166,7 +188,9 @@ export class AgentCheckpoint {
       return { error: `criu dump exited with ${code}: ${error}` }
     }
     // Left uncompressed when zstd fails: a larger checkpoint is still one.
-    const packError = await this.#zstd(partial, ['-1', '-T0'], '.img')
+    const packError = options.uncompressed
+      ? 'not asked'
+      : await this.#zstd(partial, ['-1', '-T0'], '.img')
     const meta: CheckpointMeta = {
       ...options.meta,
       compressed: ZSTD !== undefined && !packError,
@@ -207,20 +231,34 @@ export class AgentCheckpoint {
   }
 
   /** The command that restores the checkpoint and stays its parent until the tree ends. */
-  restoreCommand(options: { uid: number; rootDir: string; pidFile: string }) {
-    const binary = criu().path!
-    return asAgent(options.uid, binary, [
-      'restore',
-      ...['-D', this.dir, '-o', 'restore.log', '-v1'],
-      ...['--root', options.rootDir, '--pidfile', options.pidFile],
-      ...COMMON,
-    ])
+  restoreCommand(options: {
+    uid: number
+    rootDir: string
+    pidFile: string
+    mounts?: NamedMount[]
+  }) {
+    return restoreCommand(this.dir, options)
   }
 
   /** CRIU's own account of a failed restore. */
   restoreErrors(): Promise<string> {
     return lastErrors(join(this.dir, 'restore.log'))
   }
+}
+
+/** The CRIU command that restores the images in `dir` and stays their parent. */
+export function restoreCommand(
+  dir: string,
+  options: { uid: number; rootDir: string; pidFile: string; mounts?: NamedMount[] }
+) {
+  const binary = criu().path!
+  return asAgent(options.uid, binary, [
+    'restore',
+    ...['-D', dir, '-o', 'restore.log', '-v1'],
+    ...['--root', options.rootDir, '--pidfile', options.pidFile],
+    ...COMMON,
+    ...restoreMounts(options.mounts),
+  ])
 }
 
 function exitCode(command: string, args: string[], timeoutMs: number): Promise<number | null> {
@@ -236,7 +274,7 @@ function exitCode(command: string, args: string[], timeoutMs: number): Promise<n
 }
 
 /** CRIU's error lines, short, for the agent's log. */
-async function lastErrors(logFile: string): Promise<string> {
+export async function lastErrors(logFile: string): Promise<string> {
   try {
     const text = await readFile(logFile, 'utf8')
     const lines = text.split('\n')

@@ -5,6 +5,12 @@ import { TRUST_VARIABLES } from '#runtime/package_cache'
 /** Marks an agent's processes, so the supervisor can recognise them after a service restart. */
 export const AGENT_MARKER_VARIABLE = 'AGENT_HOST_AGENT_ID'
 
+/**
+ * The agents folder of the service that started it, where HOME does not say
+ * (the fixed layout: HOME is /agent/home in every agent's sandbox).
+ */
+export const AGENTS_DIR_VARIABLE = 'AGENT_HOST_AGENTS_DIR'
+
 const SYSTEM_PATH = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin']
 
 /**
@@ -21,6 +27,8 @@ export function buildChildEnv(options: {
   paths: AgentPaths
   nodeExecutable: string
   pluginEnv: Record<string, string>
+  /** Named in the environment (AGENTS_DIR_VARIABLE) when HOME is not under it. */
+  agentsDir?: string
 }): Record<string, string> {
   const { paths, pluginEnv } = options
   const basePath = [dirname(options.nodeExecutable), ...SYSTEM_PATH]
@@ -45,6 +53,7 @@ export function buildChildEnv(options: {
     ...trust,
     ...pluginEnv,
     PATH: [...new Set(path)].join(delimiter),
+    ...(options.agentsDir ? { [AGENTS_DIR_VARIABLE]: options.agentsDir } : {}),
     [AGENT_MARKER_VARIABLE]: options.agentId,
   }
 }

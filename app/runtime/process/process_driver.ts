@@ -1,7 +1,7 @@
 import { enterPhase } from '#runtime/boot_phases'
-import { createHash } from 'node:crypto'
+import { createHash, randomBytes, randomUUID } from 'node:crypto'
 import { existsSync, readdirSync } from 'node:fs'
-import { readdir, statfs } from 'node:fs/promises'
+import { readdir, rm, statfs } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
@@ -11,6 +11,7 @@ import {
 } from '#core/exceptions/api_exceptions'
 import type { AgentFileReader, FrameworkPlugin, RenderedFile } from '#plugins/types'
 import {
+  SERVICE_FOLDER,
   agentPaths,
   ensureAgentFolders,
   removeAgentFolders,
@@ -29,16 +30,27 @@ import {
   type SupervisorSettings,
 } from '#runtime/process/agent_process'
 import {
+  FIXED_FOLDERS,
   agentRunUid,
   agentUid,
+  fixedLayoutAvailable,
   sandboxLaunch,
   type SandboxMode,
   type SandboxedLaunch,
 } from '#runtime/process/sandbox'
 import { AgentCheckpoint, criu } from '#runtime/process/checkpoint'
+import {
+  TemplateStore,
+  carryFolders,
+  emptyTemplateCounts,
+  templateFingerprint,
+  templateKey,
+  type TemplateCounts,
+  type TemplateFallback,
+} from '#runtime/process/template'
 import { ioUringFilterFile } from '#runtime/process/seccomp'
 import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
-import { buildChildEnv } from '#runtime/process/child_env'
+import { AGENT_MARKER_VARIABLE, buildChildEnv } from '#runtime/process/child_env'
 import { LogFile } from '#runtime/process/log_file'
 import { allocatePort } from '#runtime/process/ports'
 import { AgentNetworking } from '#runtime/process/agent_network/agent_networking'
@@ -92,6 +104,13 @@ export interface ProcessDriverOptions {
    * default half the free space of the agents folder at the first sleep.
    */
   checkpointDiskMb?: number
+  /**
+   * New agents of a framework that allows it start from a template
+   * checkpoint instead of a cold boot (app/runtime/process/template.ts;
+   * AGENT_TEMPLATES=off turns it off in the service; default false here).
+   * Needs checkpoints, the root layout and agent network namespaces.
+   */
+  templates?: boolean
   /** AGENT_SANDBOX: the agents' sandbox (app/runtime/process/sandbox.ts); default auto. */
   sandbox?: SandboxMode
   /**
@@ -111,6 +130,45 @@ const DEFAULT_RESTART: RestartPolicy = {
   maxDelayMs: 30_000,
   maxConsecutiveRestarts: 5,
   stableAfterMs: 60_000,
+}
+
+/** How long a template's framework may take to answer its readiness path. */
+const TEMPLATE_BOOT_TIMEOUT_MS = 180_000
+/** How long a restored template may take to answer to the agent's own token. */
+const TEMPLATE_PERSONALISE_TIMEOUT_MS = 10_000
+
+/** The fixed layout's environment paths (HOME, TMPDIR, XDG_*), the same for every agent. */
+function fixedEnvPaths(paths: AgentPaths): AgentPaths {
+  const home = FIXED_FOLDERS.home
+  return {
+    ...paths,
+    ...FIXED_FOLDERS,
+    xdgConfig: join(home, '.config'),
+    xdgData: join(home, '.local', 'share'),
+    xdgState: join(home, '.local', 'state'),
+  }
+}
+
+/** A random string as long as `value`, of letters and digits (a stand-in for a token). */
+function randomLike(value: string): string {
+  const alphabet = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'
+  return [...randomBytes(value.length)].map((byte) => alphabet[byte % alphabet.length]).join('')
+}
+
+/** Until GET `url` answers 2xx (true) or the time is up (false; tried at least once). */
+async function answers(url: string, headers: Record<string, string>, timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    try {
+      const response = await fetch(url, { headers, signal: AbortSignal.timeout(2000) })
+      await response.body?.cancel()
+      if (response.ok) return true
+    } catch {
+      // Not listening yet.
+    }
+    if (Date.now() >= deadline) return false
+    await sleep(100)
+  }
 }
 
 /** How long a shutdown waits for operations under way (checkpoint, restore) before stopping agents. */
@@ -251,10 +309,20 @@ export class ProcessDriver implements ContainerDriver {
   readonly #settings: SupervisorSettings
   readonly #node: string
   readonly #network: AgentNetworking
+  readonly #templates: TemplateStore
+  /** Template starts and counted cold boots of new agents (templateCounts()). */
+  readonly #templateCounts: TemplateCounts = emptyTemplateCounts()
+  /** Templates being built, by key. */
+  readonly #templateBuilds = new Map<string, Promise<void>>()
+  /** The ids the builds run their framework under: their events are nobody's. */
+  readonly #templateAgents = new Set<string>()
+  /** The fingerprint of each template run's launch. */
+  readonly #buildFingerprints = new Map<string, string>()
 
   constructor(private readonly options: ProcessDriverOptions) {
     this.#node = options.nodeExecutable ?? process.execPath
     this.#network = new AgentNetworking(options.network, (message) => this.#log(message))
+    this.#templates = new TemplateStore(join(options.agentsDir, SERVICE_FOLDER, '.templates'))
     this.#packages = new PackageCache({
       cacheDir: options.cacheDir,
       nodeExecutable: this.#node,
@@ -277,6 +345,7 @@ export class ProcessDriver implements ContainerDriver {
   }
 
   #emit = (event: RuntimeEvent) => {
+    if (this.#templateAgents.has(event.agentId)) return
     for (const listener of this.#listeners) {
       try {
         listener(event)
@@ -320,13 +389,18 @@ export class ProcessDriver implements ContainerDriver {
     return this.#exclusive(request.spec.agentId, () => this.#create(request))
   }
 
-  async #create({
-    spec,
-    plugin,
-    gatewayToken,
-    containerId,
-  }: CreateRequest): Promise<ContainerInfo> {
+  /**
+   * `template`: the run a template is taken of (#buildTemplate), not an
+   * agent's: it never starts from a template itself.
+   */
+  async #create(
+    { spec, plugin, gatewayToken, containerId }: CreateRequest,
+    template?: { key: string }
+  ): Promise<ContainerInfo> {
     const paths = this.#paths(spec.agentId)
+    // A new agent: never started by this run of the service, nor by a previous one (no output).
+    const known = this.#agents.get(spec.agentId)
+    const fresh = known ? known.neverStarted : !existsSync(paths.logFile)
     await ensureAgentFolders(paths)
 
     let agent = this.#agents.get(spec.agentId)
@@ -350,7 +424,11 @@ export class ProcessDriver implements ContainerDriver {
     // checkpoint listens where it was taken: a wake restores it only there.
     const checkpoint = this.#checkpoint(spec.agentId)
     const checkpointMeta = await checkpoint.meta()
+    // The fixed layout: the same folders and port for every agent (its own network namespace).
+    const fixed = this.#fixedLayout(plugin)
+    const shape = fixed ? plugin.template?.shape(spec.config) : undefined
     const port =
+      (fixed ? plugin.defaultPort : undefined) ??
       (agent?.isLive() ? agent.port : undefined) ??
       adoptable?.port ??
       (await allocatePort({
@@ -366,7 +444,9 @@ export class ProcessDriver implements ContainerDriver {
       driver: 'process' as const,
       port,
       gatewayToken,
-      paths: { state: paths.state, workspace: paths.workspace },
+      paths: fixed
+        ? { state: FIXED_FOLDERS.state, workspace: FIXED_FOLDERS.workspace }
+        : { state: paths.state, workspace: paths.workspace },
     }
     const logFile = agent?.logFile ?? new LogFile(paths.logFile)
     const rendered = [
@@ -374,7 +454,7 @@ export class ProcessDriver implements ContainerDriver {
       ...renderedSkillFiles(plugin, spec.skills),
     ]
     await writeRenderedFiles(paths, rendered, agentOwner(spec.agentId))
-    const launch = await plugin.processLaunch(context, paths, {
+    const launch = await plugin.processLaunch(context, fixed ? FIXED_FOLDERS : paths, {
       nodeExecutable: this.#node,
       ensureNpmPackage: (name, version) => {
         enterPhase(spec.agentId, 'installing')
@@ -385,6 +465,7 @@ export class ProcessDriver implements ContainerDriver {
         return installOr503(name, () => this.#pythonPackages.ensure(name, requirements))
       },
       phase: (step) => enterPhase(spec.agentId, step),
+      ...(fixed ? { hostFolders: paths } : {}),
       log: (message) => {
         this.#log(`[agent ${spec.agentId}] ${message}`)
         logFile.note(message)
@@ -405,6 +486,7 @@ export class ProcessDriver implements ContainerDriver {
         readOnly: [this.options.cacheDir, this.#node],
         maxProcesses: spec.resources?.pids ?? plugin.resources.pids,
         seccompFile: await ioUringFilterFile(join(this.options.cacheDir, 'sandbox')),
+        fixedLayout: fixed,
       })
     } catch (error) {
       // No sandbox for it here: its owner reads why in its log (and its status is error).
@@ -436,10 +518,32 @@ export class ProcessDriver implements ContainerDriver {
     }
     const env = buildChildEnv({
       agentId: spec.agentId,
-      paths,
+      paths: fixed ? fixedEnvPaths(paths) : paths,
       nodeExecutable: this.#node,
       pluginEnv: launch.env,
+      ...(fixed ? { agentsDir: this.options.agentsDir } : {}),
     })
+    // What a template of this launch holds: the same for every agent of this framework and shape.
+    const fingerprint = shape
+      ? templateFingerprint({
+          framework: `${plugin.name}@${plugin.version}`,
+          shape,
+          command: launch.command,
+          args: launch.args,
+          // Without the marker, and the agent's own tokens as placeholders (a copy gets its own).
+          env: Object.fromEntries(
+            Object.entries(env)
+              .filter(([name]) => name !== AGENT_MARKER_VARIABLE)
+              .map(([name, value]) => [
+                name,
+                value
+                  .replaceAll(gatewayToken, '<gateway token>')
+                  .replaceAll(spec.modelProxy.token, '<model proxy token>'),
+              ])
+          ),
+          node: this.#node,
+        })
+      : undefined
     // Whatever the sandbox, the launch runs in the agent's network namespace.
     const entered = network.enter(sandboxed)
     agent.prepared = {
@@ -466,8 +570,20 @@ export class ProcessDriver implements ContainerDriver {
               rendered,
             }),
             enter: network.enter,
+            mounts: sandboxed.mounts,
           }
         : undefined,
+    }
+    if (template) {
+      this.#templateAgents.add(spec.agentId)
+      if (fingerprint) this.#buildFingerprints.set(spec.agentId, fingerprint)
+    } else if (fresh && shape && fingerprint && agent.prepared.checkpoint && !adoptable) {
+      agent.prepared.template = this.#templateStart(spec, plugin, agent, {
+        key: templateKey(plugin.name, shape),
+        shape,
+        fingerprint,
+        gatewayToken,
+      })
     }
     // A live run keeps its id; the next one takes the id scheduled for it.
     agent.nextContainerId = agent.isLive() || adoptable ? undefined : containerId
@@ -490,6 +606,234 @@ export class ProcessDriver implements ContainerDriver {
       )
     }
     return false
+  }
+
+  /**
+   * True when this framework's agents run in the fixed layout here, so that
+   * they can start from a template: it allows templates, templates are on,
+   * and the host has checkpoints, the root layout and network namespaces
+   * (the same port in every agent's own).
+   */
+  #fixedLayout(plugin: FrameworkPlugin): boolean {
+    return (
+      plugin.template !== undefined &&
+      this.options.templates === true &&
+      this.options.checkpoints !== false &&
+      criu().path !== undefined &&
+      this.#network.networks !== undefined &&
+      fixedLayoutAvailable()
+    )
+  }
+
+  /** Template starts and counted cold boots of new agents since this driver began. */
+  templateCounts(): TemplateCounts {
+    return structuredClone(this.#templateCounts)
+  }
+
+  /**
+   * Builds (or rebuilds) the template new agents like `spec` start from,
+   * now, and waits for it: ahead of the first such agent, while the host is
+   * idle. False when this framework and config never use one here.
+   */
+  async prepareTemplate(spec: CreateRequest['spec'], plugin: FrameworkPlugin): Promise<boolean> {
+    const shape = this.#fixedLayout(plugin) ? plugin.template?.shape(spec.config) : undefined
+    if (!shape) return false
+    this.#buildTemplateSoon(templateKey(plugin.name, shape), spec, plugin, shape)
+    await this.whenTemplatesBuilt()
+    return (await this.#templates.meta(templateKey(plugin.name, shape))) !== undefined
+  }
+
+  /** Until the templates being built now are built (or failed). */
+  async whenTemplatesBuilt(): Promise<void> {
+    await Promise.allSettled([...this.#templateBuilds.values()])
+  }
+
+  /**
+   * How a new agent's first start uses its template: the agent's own copy of
+   * the images (or why not, which builds the template meanwhile), and its
+   * own token taken after the restore.
+   */
+  #templateStart(
+    spec: CreateRequest['spec'],
+    plugin: FrameworkPlugin,
+    agent: AgentProcess,
+    template: {
+      key: string
+      shape: Record<string, unknown>
+      fingerprint: string
+      gatewayToken: string
+    }
+  ): NonNullable<AgentProcess['prepared']>['template'] {
+    const settings = plugin.template!
+    const paths = this.#paths(spec.agentId)
+    const { headers } = plugin.chatEndpoint({
+      agentId: spec.agentId,
+      gatewayToken: template.gatewayToken,
+    })
+    let templateToken: string | undefined
+    return {
+      copy: async () => {
+        const meta = await this.#templates.meta(template.key)
+        if (!meta || meta.fingerprint !== template.fingerprint) {
+          if (meta) await this.#templates.discard(template.key)
+          this.#buildTemplateSoon(template.key, spec, plugin, template.shape)
+          return {
+            fallback: meta ? 'stale' : 'missing',
+            reason: meta
+              ? `the template of ${plugin.name} is of another launch (${meta.framework}); a new one is built`
+              : `no template of ${plugin.name} for this config yet; one is built`,
+          }
+        }
+        const dir = join(paths.runtime, 'template-copy')
+        try {
+          const uid = agentUid(spec.agentId)
+          await this.#templates.personalisedCopy(template.key, dir, {
+            agentId: spec.agentId,
+            uid,
+            gid: uid,
+            secrets: [
+              [meta.gatewayToken, template.gatewayToken],
+              [meta.modelProxyToken, spec.modelProxy.token],
+            ],
+          })
+          templateToken = meta.gatewayToken
+          await carryFolders(
+            this.#templates,
+            template.key,
+            this.options.agentsDir,
+            paths,
+            agentOwner(spec.agentId)
+          )
+          return { dir }
+        } catch (error) {
+          await rm(dir, { recursive: true, force: true })
+          return { fallback: 'identity', reason: (error as Error).message }
+        }
+      },
+      personalise: async (pid) => {
+        if (settings.reloadSignal) {
+          try {
+            process.kill(pid, settings.reloadSignal)
+          } catch (error) {
+            return `could not signal it: ${(error as Error).message}`
+          }
+        }
+        const url = `http://${agent.host}:${agent.port}${settings.tokenCheckPath}`
+        const own = await answers(url, headers, TEMPLATE_PERSONALISE_TIMEOUT_MS)
+        if (!own) {
+          return `it did not answer to its own token within ${TEMPLATE_PERSONALISE_TIMEOUT_MS / 1000} s`
+        }
+        // The template's token must be refused: no copy of it may have been left in force.
+        const { headers: templateHeaders } = plugin.chatEndpoint({
+          agentId: spec.agentId,
+          gatewayToken: templateToken ?? '',
+        })
+        if (await answers(url, templateHeaders, 0))
+          return "it still answers to the template's token"
+        return undefined
+      },
+      report: (outcome: 'restored' | TemplateFallback, reason?: string) => {
+        if (outcome === 'restored') this.#templateCounts.restored++
+        else this.#templateCounts.coldBoots[outcome]++
+        this.#log(
+          outcome === 'restored'
+            ? `agent ${spec.agentId}: started from the ${plugin.name} template`
+            : `agent ${spec.agentId}: cold boot instead of a template start (${outcome}: ${reason})`,
+          { template: outcome }
+        )
+      },
+    }
+  }
+
+  /** Builds the template `key` in the background, once at a time per key. */
+  #buildTemplateSoon(
+    key: string,
+    spec: CreateRequest['spec'],
+    plugin: FrameworkPlugin,
+    shape: Record<string, unknown>
+  ) {
+    if (this.#templateBuilds.has(key) || this.#stopping) return
+    const build = this.#buildTemplate(key, spec, plugin, shape)
+      .catch((error) =>
+        this.#log(`${plugin.name} template could not be built: ${(error as Error).message}`)
+      )
+      .finally(() => this.#templateBuilds.delete(key))
+    this.#templateBuilds.set(key, build)
+  }
+
+  /**
+   * Boots the framework once from the shape alone (no secret, no
+   * personality: a model proxy token and a gateway token of its own, both
+   * worthless), under an id and uid of its own, in the fixed layout; once it
+   * answers its readiness path, dumps it (uncompressed: it is copied for
+   * every agent) and keeps the images as the template `key`. The run's
+   * folders, namespace and groups go with it.
+   */
+  async #buildTemplate(
+    key: string,
+    agentSpec: CreateRequest['spec'],
+    plugin: FrameworkPlugin,
+    shape: Record<string, unknown>
+  ): Promise<void> {
+    const templateId = randomUUID()
+    const started = Date.now()
+    // Its tokens: random, as long as an agent's, so that a copy's can be replaced in place.
+    const gatewayToken = randomBytes(24).toString('hex')
+    const modelProxyToken = randomLike(agentSpec.modelProxy.token)
+    const spec = {
+      agentId: templateId,
+      framework: plugin.name,
+      config: shape,
+      modelProxy: { ...agentSpec.modelProxy, token: modelProxyToken },
+    }
+    try {
+      await this.#exclusive(templateId, () =>
+        this.#create({ spec, plugin, gatewayToken } as CreateRequest, { key })
+      )
+      const agent = this.#agent(templateId)
+      await this.start(templateId)
+      const ready = await answers(
+        `http://${agent.host}:${agent.port}${plugin.readinessPath}`,
+        {},
+        TEMPLATE_BOOT_TIMEOUT_MS
+      )
+      if (!ready) throw new Error('it did not get ready')
+      const prepared = agent.prepared!
+      // shape(shape) is the shape: the template's launch is what its agents' is.
+      const fingerprint = this.#buildFingerprints.get(templateId)
+      if (!fingerprint) throw new Error(`${plugin.name}'s template shape does not describe itself`)
+      const taken = await this.#exclusive(templateId, () => agent.hibernate({ uncompressed: true }))
+      if (!taken) throw new Error('it could not be checkpointed (its log says why)')
+      const uid = agentUid(templateId)
+      const meta = await this.#checkpoint(templateId).meta()
+      const runPaths = this.#paths(templateId)
+      await this.#templates.install(
+        key,
+        runPaths.checkpoint,
+        {
+          key,
+          fingerprint,
+          framework: `${plugin.name}@${plugin.version}`,
+          uid,
+          gid: uid,
+          marker: templateId,
+          gatewayToken,
+          modelProxyToken,
+          port: prepared.port,
+          bytes: meta?.bytes ?? 0,
+          createdAt: new Date().toISOString(),
+        },
+        runPaths
+      )
+      this.#log(
+        `${plugin.name} template built in ${Math.round((Date.now() - started) / 100) / 10} s (${Math.round((meta?.bytes ?? 0) / 1024 / 1024)} MB)`
+      )
+    } finally {
+      await this.remove(templateId).catch(() => undefined)
+      await this.#network.teardown(templateId).catch(() => undefined)
+      this.#templateAgents.delete(templateId)
+      this.#buildFingerprints.delete(templateId)
+    }
   }
 
   /** The agent's cgroups with these limits, where this host lets the service make them. */

@@ -1,5 +1,5 @@
 import { readFile, rm, writeFile } from 'node:fs/promises'
-import { AGENT_MARKER_VARIABLE } from '#runtime/process/child_env'
+import { AGENTS_DIR_VARIABLE, AGENT_MARKER_VARIABLE } from '#runtime/process/child_env'
 import { allProcesses, isAlive, readProcEnviron, readProcStat } from '#runtime/process/proc_stats'
 import { setTimeout as sleep } from 'node:timers/promises'
 
@@ -72,7 +72,10 @@ export function markedAgentIdsUnder(agentsDir: string): Set<string> {
   for (const stat of allProcesses(0)) {
     const environ = readProcEnviron(stat.pid)
     const agentId = environ?.get(AGENT_MARKER_VARIABLE)
-    if (agentId && environ?.get('HOME')?.startsWith(prefix)) ids.add(agentId)
+    const underIt =
+      environ?.get('HOME')?.startsWith(prefix) ||
+      `${environ?.get(AGENTS_DIR_VARIABLE)?.replace(/\/+$/, '')}/` === prefix
+    if (agentId && underIt) ids.add(agentId)
   }
   return ids
 }

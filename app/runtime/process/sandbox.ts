@@ -183,6 +183,49 @@ export interface SandboxRequest {
   maxProcesses: number
   /** A seccomp program for bubblewrap (app/runtime/process/seccomp.ts), when there is one. */
   seccompFile?: string
+  /**
+   * The fixed layout (root layout only): the agent's folders at the same
+   * paths inside every agent's sandbox (FIXED_FOLDERS) and a pid namespace
+   * of its own, so that one agent's checkpoint can be restored as another
+   * (app/runtime/process/template.ts).
+   */
+  fixedLayout?: boolean
+}
+
+/**
+ * Where the fixed layout binds an agent's folders and its output: the same
+ * for every agent, so nothing in its processes names its id.
+ */
+export const FIXED_FOLDERS = {
+  root: '/agent',
+  workspace: '/agent/workspace',
+  state: '/agent/state',
+  home: '/agent/home',
+  tmp: '/agent/tmp',
+  cache: '/agent/cache',
+} as const
+const FIXED_LOG = '/agent/output.log'
+
+/**
+ * The fixed layout's binds, by the name CRIU's images give them (`--external
+ * mnt[<inside>]:<name>` at a dump, `mnt[<name>]:<host path>` at a restore).
+ */
+export function fixedMounts(
+  paths: AgentPaths
+): Array<{ name: string; inside: string; host: string }> {
+  return [
+    ...(['workspace', 'state', 'home', 'tmp', 'cache'] as const).map((name) => ({
+      name,
+      inside: FIXED_FOLDERS[name],
+      host: paths[name],
+    })),
+    { name: 'output', inside: FIXED_LOG, host: paths.logFile },
+  ]
+}
+
+/** True when the fixed layout can be had here (root, bubblewrap, setpriv). */
+export function fixedLayoutAvailable(): boolean {
+  return usesRootLayout() && bubblewrapWorks()
 }
 
 export interface SandboxedLaunch {
@@ -201,6 +244,8 @@ export interface SandboxedLaunch {
    * checkpointed, and are restored on top of it. Unset otherwise.
    */
   rootDir?: string
+  /** The binds a fixed-layout sandbox names for CRIU (fixedMounts); unset otherwise. */
+  mounts?: Array<{ name: string; inside: string; host: string }>
 }
 
 /** System files a program commonly reads; bound read-only when the host has them. */
@@ -365,15 +410,25 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
     const rootDir = paths.sandboxRoot
     // Bound in, so it must exist (the service's, 0600: the agent only holds it open).
     await writeFile(paths.logFile, '', { flag: 'a', mode: 0o600 })
+    const fixed = request.fixedLayout === true
+    const mounts = fixed ? fixedMounts(paths) : undefined
+    // Own folders and the output: at their host paths, or at the fixed ones.
+    const writable: Array<[string, string]> = mounts
+      ? mounts.map(({ host, inside }): [string, string] => [host, inside])
+      : [...ownFolders(paths), paths.logFile].map((path): [string, string] => [path, path])
+    const logInside = fixed ? FIXED_LOG : paths.logFile
     const binds: Array<[string, string]> = [
       ...readOnly.map((path): [string, string] => [path, path]),
-      ...ownFolders(paths).map((path): [string, string] => [path, path]),
-      [paths.logFile, paths.logFile],
+      ...writable,
     ]
-    await prepareRootDir(rootDir, binds, account)
+    await prepareRootDir(rootDir, binds, fixed ? accountFiles(id, FIXED_FOLDERS.home) : account)
     const args = [
       ...seccomp,
       ...ROOT_NAMESPACES,
+      // The fixed layout: a pid namespace whose init is the framework itself (CRIU restores
+      // it in a new one, so two agents restored from one template never want the same pids),
+      // in a session of its own (CRIU wants the session leader inside the namespace).
+      ...(fixed ? ['--unshare-pid', '--as-pid-1', '--new-session'] : []),
       ...['--ro-bind', rootDir, '/', '--ro-bind', '/usr', '/usr'],
       ...['--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--tmpfs', '/tmp'],
       // Mount points under the fresh /tmp (agents folders in /tmp, as in tests) are made
@@ -382,20 +437,19 @@ export async function sandboxLaunch(request: SandboxRequest): Promise<SandboxedL
         ...['--perms', '0755', '--dir', folder],
       ]),
       ...readOnly.flatMap((path) => ['--ro-bind', path, path]),
-      ...ownFolders(paths).flatMap((path) => ['--bind', path, path]),
-      // Its output, opened inside the namespace (below) so that CRIU finds it there.
-      ...['--bind', paths.logFile, paths.logFile],
-      ...['--chdir', paths.workspace],
+      // Its folders, and its output, opened inside the namespace (below) so that CRIU finds it there.
+      ...writable.flatMap(([source, target]) => ['--bind', source, target]),
+      ...['--chdir', fixed ? FIXED_FOLDERS.workspace : paths.workspace],
       '--',
       '/bin/sh',
-      ...['-c', ROOT_LAYOUT_STEP, paths.logFile],
+      ...['-c', ROOT_LAYOUT_STEP, logInside],
       SETPRIV!,
       ...[`--reuid=${id}`, `--regid=${id}`, '--clear-groups', '--no-new-privs'],
       ...['--inh-caps=-all', '--bounding-set=-all', '--'],
       launch.command,
       ...launch.args,
     ]
-    return { ...limited(BWRAP!, args), confinement: 'bubblewrap', inheritFiles, rootDir }
+    return { ...limited(BWRAP!, args), confinement: 'bubblewrap', inheritFiles, rootDir, mounts }
   }
 
   // Account files in the service's folder of the agent (the agent reads, never changes them).

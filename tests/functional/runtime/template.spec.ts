@@ -1,0 +1,238 @@
+import { randomUUID } from 'node:crypto'
+import { existsSync, readFileSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { test } from '@japa/runner'
+import { agentPaths } from '#runtime/agent_paths'
+import { gatewayTokenFor } from '#runtime/credentials'
+import { agentNetworkUnavailable } from '#runtime/process/agent_network/agent_networks'
+import { criu } from '#runtime/process/checkpoint'
+import { markedAgentIdsUnder, markedProcesses, readRecord } from '#runtime/process/process_record'
+import { agentUid, bubblewrapWorks } from '#runtime/process/sandbox'
+import { fixtureSpec, processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
+
+/**
+ * New agents from a template checkpoint (docs/runtime.md "New agents from a
+ * template"), on the fixture framework with the real sandbox, CRIU and
+ * network namespaces. The fixture's `__count__` lives in its process's
+ * memory and its reply names when that process booted: an agent started
+ * from the template answers with the template's boot time, a cold boot
+ * with its own.
+ */
+const canTemplate =
+  process.getuid?.() === 0 &&
+  bubblewrapWorks() &&
+  criu().path !== undefined &&
+  agentNetworkUnavailable() === undefined
+const skipReason =
+  'needs root, bubblewrap, CRIU 4.2+ (scripts/install-criu.sh) and agent network namespaces'
+
+async function startReady(harness: RuntimeHarness, agentId: string, config = {}) {
+  await harness.runtime.ensureStarted(fixtureSpec(agentId, config))
+  await harness.runtime.waitUntilReady(agentId, { timeoutMs: 30_000 })
+}
+
+async function say(harness: RuntimeHarness, agentId: string, content: string) {
+  const reply = await harness.runtime.chat(agentId, {
+    conversationId: 'template',
+    messages: [{ role: 'user', content }],
+  })
+  return reply.content
+}
+
+async function count(harness: RuntimeHarness, agentId: string) {
+  const match = /^count (\d+) since (\d+) pid (\d+)$/.exec(await say(harness, agentId, '__count__'))
+  if (!match) throw new Error('unexpected reply')
+  return { count: Number(match[1]), since: Number(match[2]) }
+}
+
+/** GET `path` of the agent's gateway with another agent's (or its own) token. */
+async function getWithTokenOf(
+  harness: RuntimeHarness,
+  agentId: string,
+  tokenOf: string,
+  path: string
+) {
+  const info = await harness.runtime.status(agentId)
+  const token = await gatewayTokenFor(agentPaths(harness.agentsDir, tokenOf).credentialsFile)
+  const response = await fetch(`${info.baseUrl}${path}`, {
+    headers: { authorization: `Bearer ${token}` },
+  })
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+}
+
+function startedFromTemplate(harness: RuntimeHarness, agentId: string) {
+  return harness.events.some(
+    (event) => event.type === 'started' && event.agentId === agentId && event.fromTemplate
+  )
+}
+
+/** The first agent boots cold (counted `missing`) and the template is built meanwhile. */
+async function buildTemplate(harness: RuntimeHarness) {
+  const first = randomUUID()
+  await startReady(harness, first)
+  await harness.driver.whenTemplatesBuilt()
+  return first
+}
+
+test.group('Runtime / new agents from a template checkpoint (process driver, CRIU)', (group) => {
+  let harness: RuntimeHarness
+  group.each.setup(async () => {
+    harness = await processHarness({ templates: true })
+    return () => harness.cleanup()
+  })
+
+  test('a new agent starts from the template as itself: its uid, folders and token; it sleeps and wakes', async ({
+    assert,
+  }) => {
+    const first = await buildTemplate(harness)
+    assert.deepEqual(harness.driver.templateCounts().coldBoots.missing, 1, 'counted')
+    assert.isFalse(startedFromTemplate(harness, first))
+    const { since: firstSince } = await count(harness, first)
+
+    const agentId = randomUUID()
+    await startReady(harness, agentId)
+    assert.equal(harness.driver.templateCounts().restored, 1)
+    assert.isTrue(startedFromTemplate(harness, agentId))
+    const log = readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8')
+    assert.include(log, 'started fixture from its template')
+    assert.include(log, 'reloaded its config', 'it took its own config after the restore')
+
+    // The chat goes to its container: the framework's own in-memory counter answers, and the
+    // process answering booted before the agent existed (the template's boot), not with it.
+    const counted = await count(harness, agentId)
+    assert.equal(counted.count, 1)
+    assert.notEqual(counted.since, firstSince)
+    assert.include(
+      readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8'),
+      'message=__count__'
+    )
+
+    // Its own uid, its own token; the other agent's token is refused.
+    const own = await getWithTokenOf(harness, agentId, agentId, '/whoami')
+    assert.equal(own.status, 200)
+    assert.equal(own.body.uid, agentUid(agentId))
+    const other = await getWithTokenOf(harness, agentId, first, '/whoami')
+    assert.equal(other.status, 401)
+    const record = await readRecord(agentPaths(harness.agentsDir, agentId).recordFile)
+    const framework = markedProcesses(agentId).filter((pid) => pid !== record!.pid)
+    assert.lengthOf(framework, 1, 'its framework carries its own marker, no other agent does')
+    const status = readFileSync(`/proc/${framework[0]}/status`, 'utf8')
+    assert.match(
+      status,
+      new RegExp(`^Uid:\\s+${agentUid(agentId)}\\s+${agentUid(agentId)}\\s`, 'm')
+    )
+    assert.match(status, /^NoNewPrivs:\s+1$/m)
+    assert.match(status, /^Seccomp:\s+2$/m)
+
+    // Files it writes are its own, in its own workspace.
+    assert.equal(
+      await say(harness, agentId, '__write__ notes/mine.txt hello'),
+      'wrote notes/mine.txt'
+    )
+    const written = join(agentPaths(harness.agentsDir, agentId).workspace, 'notes', 'mine.txt')
+    assert.equal(readFileSync(written, 'utf8'), 'hello')
+    assert.equal(statSync(written).uid, agentUid(agentId))
+    assert.isFalse(existsSync(join(agentPaths(harness.agentsDir, first).workspace, 'notes')))
+
+    // It sleeps with a checkpoint of its own and wakes restored, counting on.
+    await harness.runtime.sleep(agentId)
+    assert.deepEqual(markedProcesses(agentId), [])
+    await startReady(harness, agentId)
+    const woken = await count(harness, agentId)
+    assert.equal(woken.count, 2, 'its memory came back')
+    assert.equal(woken.since, counted.since)
+    const ownAfter = await getWithTokenOf(harness, agentId, agentId, '/whoami')
+    assert.equal(ownAfter.status, 200)
+    const otherAfter = await getWithTokenOf(harness, agentId, first, '/whoami')
+    assert.equal(otherAfter.status, 401)
+
+    // And stops gracefully, leaving nothing.
+    await harness.runtime.stop(agentId)
+    assert.deepEqual(markedProcesses(agentId), [])
+    assert.include(
+      readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8'),
+      'received SIGTERM'
+    )
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(180_000)
+
+  test('a stale template (a new framework version) is a counted cold boot, and is built again', async ({
+    assert,
+  }) => {
+    await buildTemplate(harness)
+    const plugin = harness.registry.framework('fixture')
+    const version = plugin.version
+    ;(plugin as { version: string }).version = `${version}-next`
+    try {
+      const agentId = randomUUID()
+      await startReady(harness, agentId)
+      assert.equal(harness.driver.templateCounts().coldBoots.stale, 1)
+      assert.isFalse(startedFromTemplate(harness, agentId))
+      const booted = await count(harness, agentId)
+      assert.equal(booted.count, 1, 'it answers, booted')
+      assert.include(
+        readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8'),
+        'no template start (the template of fixture is of another launch'
+      )
+
+      // The next one starts from the template of the new version.
+      await harness.driver.whenTemplatesBuilt()
+      const next = randomUUID()
+      await startReady(harness, next)
+      assert.isTrue(startedFromTemplate(harness, next))
+      assert.equal(harness.driver.templateCounts().restored, 1)
+    } finally {
+      ;(plugin as { version: string }).version = version
+    }
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(180_000)
+
+  test("a template-started agent is found as this service's after a restart: adopted, stopped", async ({
+    assert,
+  }) => {
+    await buildTemplate(harness)
+    const agentId = randomUUID()
+    await startReady(harness, agentId)
+    assert.isTrue(startedFromTemplate(harness, agentId))
+    const { since } = await count(harness, agentId)
+    // Its HOME is /agent/home: the agents folder is named in its environment instead.
+    assert.isTrue(markedAgentIdsUnder(harness.agentsDir).has(agentId))
+
+    await harness.restartService()
+    await startReady(harness, agentId)
+    const after = await count(harness, agentId)
+    assert.equal(after.since, since, 'the same run, adopted')
+    assert.equal(after.count, 2)
+    await harness.runtime.stop(agentId)
+    assert.deepEqual(markedProcesses(agentId), [])
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(120_000)
+
+  test('an agent whose id cannot replace the marker boots cold, counted', async ({ assert }) => {
+    await buildTemplate(harness)
+    // Not a UUID: 37 characters where the template's marker has 36.
+    const agentId = `x${randomUUID()}`
+    await startReady(harness, agentId)
+    assert.isFalse(startedFromTemplate(harness, agentId))
+    assert.equal(harness.driver.templateCounts().coldBoots.identity, 1)
+    const booted = await count(harness, agentId)
+    assert.equal(booted.count, 1)
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(120_000)
+
+  test('an agent whose config changes the boot never starts from a template', async ({
+    assert,
+  }) => {
+    await buildTemplate(harness)
+    const agentId = randomUUID()
+    await startReady(harness, agentId, { readyDelayMs: 100 })
+    assert.isFalse(startedFromTemplate(harness, agentId))
+    assert.equal(harness.driver.templateCounts().restored, 0)
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(120_000)
+})
