@@ -15,7 +15,7 @@ export async function containerOf(agent: Agent): Promise<ContainerField> {
   return containerField(agent, await service.containerView(agent.id))
 }
 
-/** Spec "Agent status" plus `container`. */
+/** Spec "Agent status" plus `container` and, while it is `queued`, its place in the boot queue. */
 export async function statusOf(agent: Agent) {
   const service = await runtime()
   const [info, container] = await Promise.all([service.status(agent.id), containerOf(agent)])
@@ -24,6 +24,7 @@ export async function statusOf(agent: Agent) {
     containerId: info.containerId,
     messageCount: agent.messageCount,
     container,
+    queuePosition: container === 'queued' ? service.queuePosition(agent.id) : null,
     ...phaseOf(agent.id, container),
   }
 }
