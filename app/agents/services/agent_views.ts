@@ -15,7 +15,16 @@ export async function containerOf(agent: Agent): Promise<ContainerField> {
   return containerField(agent, await service.containerView(agent.id))
 }
 
-/** Spec "Agent status" plus `container` and, while it is `queued`, its place in the boot queue. */
+/** Its 1-based place in the boot queue while `container` is `queued`, else null (additive). */
+function queuePositionOf(
+  service: { queuePosition(agentId: string): number | null },
+  agentId: string,
+  container: ContainerField
+): number | null {
+  return container === 'queued' ? service.queuePosition(agentId) : null
+}
+
+/** Spec "Agent status" plus `container`, `queuePosition` and the boot phase. */
 export async function statusOf(agent: Agent) {
   const service = await runtime()
   const [info, container] = await Promise.all([service.status(agent.id), containerOf(agent)])
@@ -24,7 +33,7 @@ export async function statusOf(agent: Agent) {
     containerId: info.containerId,
     messageCount: agent.messageCount,
     container,
-    queuePosition: container === 'queued' ? service.queuePosition(agent.id) : null,
+    queuePosition: queuePositionOf(service, agent.id, container),
     ...phaseOf(agent.id, container),
   }
 }
@@ -40,6 +49,7 @@ export async function statsOf(agent: Agent) {
     containerId: stats.containerId,
     status: agent.status,
     container,
+    queuePosition: queuePositionOf(service, agent.id, container),
     ...phaseOf(agent.id, container),
   }
 }
