@@ -19,6 +19,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { agentPaths } from '#runtime/agent_paths'
 import { treeCpuSecs } from '../shared/process_tree.ts'
 import {
   percentile,
@@ -85,7 +86,7 @@ async function observe(bench: BenchServer, agent: Tracked): Promise<void> {
 
 /** Launches of the agent's container, from its runtime log: restored vs booted cold. */
 function launches(bench: BenchServer, agentId: string): { restored: number; cold: number } {
-  const log = join(bench.storage, 'agents', agentId, 'runtime', 'output.log')
+  const log = agentPaths(join(bench.storage, 'agents'), agentId).logFile
   const text = existsSync(log) ? readFileSync(log, 'utf8') : ''
   return {
     restored: [...text.matchAll(/^\[runtime [^\]]+\] restored /gm)].length,

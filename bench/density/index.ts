@@ -29,6 +29,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { agentPaths } from '#runtime/agent_paths'
 import { agentProcessIds } from '../../tests/helpers/agent_processes.ts'
 import {
   percentile,
@@ -133,6 +134,8 @@ async function containerOf(agent: AgentRun): Promise<string> {
 async function main() {
   bench = await startBenchServer(FRAMEWORK, { AGENT_IDLE_SLEEP_SECS: String(IDLE_SECS) })
   const storage = bench.storage
+  // The runtime's files of an agent (its log, its checkpoint) are under `<agents>/.runtime/<id>`.
+  const pathsOf = (agentId: string) => agentPaths(join(storage, 'agents'), agentId)
   const memoryBefore = usedMemoryMb()
   let peakMemory = memoryBefore
   const memoryTimer = setInterval(() => (peakMemory = Math.max(peakMemory, usedMemoryMb())), 500)
@@ -215,7 +218,7 @@ async function main() {
     }
     const sleepingRss = sample.map((agent) => agentRssMb(agent.id))
     const checkpoints = agents
-      .map((agent) => join(storage, 'agents', agent.id, 'runtime', 'checkpoint', 'checkpoint.json'))
+      .map((agent) => join(pathsOf(agent.id).checkpoint, 'checkpoint.json'))
       .filter((file) => existsSync(file))
       .map((file) => JSON.parse(readFileSync(file, 'utf8')).bytes as number)
 
@@ -287,14 +290,14 @@ async function main() {
     )
     if (process.env.DENSITY_WAKE_LOGS) {
       for (const agent of sample) {
-        const log = join(storage, 'agents', agent.id, 'runtime', 'output.log')
+        const log = pathsOf(agent.id).logFile
         const lines = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : []
         console.error(`[density] ${agent.id}:\n  ${lines.slice(-8).join('\n  ')}`)
       }
     }
     // Message -> its container running again (restored, or booted), from the agent's log.
     const running = sample.flatMap((agent) => {
-      const log = join(storage, 'agents', agent.id, 'runtime', 'output.log')
+      const log = pathsOf(agent.id).logFile
       const text = existsSync(log) ? readFileSync(log, 'utf8') : ''
       const woke = wakeStarts.get(agent.id) ?? 0
       const at = [...text.matchAll(/^\[runtime ([^\]]+)\] (restored|started) /gm)]
