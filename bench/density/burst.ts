@@ -215,6 +215,7 @@ async function burstRun(order: Order, options: BurstOptions): Promise<BurstResul
       cold: counts.reduce((sum, count) => sum + count.cold, 0),
       cpuPerAgent: cpu.reduce((sum, secs) => sum + secs, 0) / Math.max(1, cpu.length),
       burstWaits: served.map((agent) => (agent.servedAt! - agent.createdAt) / 1000),
+      // In order of arrival: the first probes arrive with the burst's first creates.
       probeWaits: probes
         .filter((agent) => agent.servedAt)
         .map((agent) => (agent.servedAt! - agent.createdAt) / 1000),
@@ -246,6 +247,10 @@ export async function runBurst(options: BurstOptions): Promise<void> {
       "unrelated account's first agent: create -> served p50 / p95",
       (r) =>
         `${secs(percentile(r.probeWaits, 50))} / ${secs(percentile(r.probeWaits, 95))} (${r.probeWaits.length} probes)`,
+    ],
+    [
+      "unrelated accounts' first agents, in order of arrival (s)",
+      (r) => r.probeWaits.map((wait) => wait.toFixed(0)).join(', '),
     ],
     [
       "unrelated account's first agent: highest queuePosition seen, p50 / max",
