@@ -7,7 +7,8 @@ import env from '#start/env'
  * AGENT_MEMORY_BUDGET_MB (default: host memory less a reserve for the
  * service and its database: a quarter of it, at least 2 GB and at most
  * 8 GB), AGENT_IDLE_SLEEP_SECS (default 900) and AGENT_WORKSPACE_QUOTA_MB
- * (default 1024).
+ * (default 1024). AGENT_BOOT_QUEUE=fifo restores the boot queue's earlier
+ * first-come order: bench/density's baseline, not a setting to run with.
  */
 const hostMb = Math.floor(totalmem() / 1024 / 1024)
 const reserveMb = Math.min(8192, Math.max(2048, Math.floor(hostMb / 4)))
@@ -23,6 +24,7 @@ export const agentCapacityConfig = {
   memoryBudgetMb: Math.floor(
     positive(env.get('AGENT_MEMORY_BUDGET_MB'), Math.max(512, hostMb - reserveMb))
   ),
+  bootQueue: env.get('AGENT_BOOT_QUEUE') ?? 'fair',
   idleSleepMs,
   /** How often idle agents are looked for: a quarter of the idle time, 1 to 30 s. */
   idleCheckEveryMs: Math.min(30_000, Math.max(1000, Math.floor(idleSleepMs / 4))),

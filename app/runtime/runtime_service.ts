@@ -14,6 +14,8 @@ import { assertStartable, overQuota, withWorkspaceQuota } from '#runtime/files/w
 import {
   BootCancelledError,
   CapacityManager,
+  type BootPriority,
+  type BootQueueOrder,
   type CapacitySnapshot,
 } from '#runtime/capacity/capacity_manager'
 import type {
@@ -57,7 +59,13 @@ export interface RuntimeServiceOptions {
    * agent's workspace may hold (files/workspace_quota); unlimited when
    * absent. Read at each use, so a change applies at once.
    */
-  capacity?: { bootConcurrency: number; memoryBudgetMb: number; workspaceQuotaMb?: number }
+  capacity?: {
+    bootConcurrency: number
+    memoryBudgetMb: number
+    workspaceQuotaMb?: number
+    /** The boot queue's order (capacity_manager.ts); fifo is the bench's baseline only. */
+    bootQueue?: BootQueueOrder
+  }
   /** The warm-up turn before a first checkpoint (see #warmUp). Default on; bench:wake turns it off to compare. */
   warmUpBeforeCheckpoint?: boolean
   log?: (
@@ -80,6 +88,13 @@ export interface StartOptions {
   signal?: AbortSignal
   /** The run id planRun answered: the container takes it; no boot once another run is wanted. */
   runId?: string
+  /**
+   * Its place in the boot queue: interactive (default: a message, an
+   * owner's start) or background (a new agent booted ahead of time,
+   * recovery), which waits for every interactive start and never puts an
+   * agent to sleep for room.
+   */
+  priority?: BootPriority
 }
 
 /** Longest wait for the warm-up turn (OpenClaw's takes ~8 s of CPU, more on a busy host). */
@@ -135,6 +150,7 @@ export class RuntimeService {
     this.#capacity = new CapacityManager({
       bootConcurrency: options.capacity?.bootConcurrency ?? Number.POSITIVE_INFINITY,
       memoryBudgetMb: options.capacity?.memoryBudgetMb ?? Number.POSITIVE_INFINITY,
+      order: options.capacity?.bootQueue,
       // A sleep for room: a start waits on it, so it takes no warm-up turn.
       sleep: (agentId) => this.sleep(agentId, { warmUp: false }),
       log: (message, detail) => options.log?.('info', message, detail),
@@ -239,7 +255,7 @@ export class RuntimeService {
    * background; see waitUntilReady).
    */
   async ensureStarted(spec: AgentRuntimeSpec, options: StartOptions = {}): Promise<ContainerInfo> {
-    const { info } = await this.#startOrAdopt(spec, options.runId)
+    const { info } = await this.#startOrAdopt(spec, options.runId, options.priority)
     if (options.waitReady) {
       await this.waitUntilReady(spec.agentId, options)
       return this.driver.inspect(spec.agentId)
@@ -283,10 +299,11 @@ export class RuntimeService {
 
   async #startOrAdopt(
     spec: AgentRuntimeSpec,
-    runId?: string
+    runId?: string,
+    priority?: BootPriority
   ): Promise<{ info: ContainerInfo; adopted: boolean }> {
     try {
-      return await this.#startOrAdoptRun(spec, runId)
+      return await this.#startOrAdoptRun(spec, runId, priority)
     } catch (error) {
       if (runId !== undefined && this.#runs.get(spec.agentId) === runId) {
         this.#runs.delete(spec.agentId)
@@ -297,7 +314,8 @@ export class RuntimeService {
 
   async #startOrAdoptRun(
     spec: AgentRuntimeSpec,
-    runId: string | undefined
+    runId: string | undefined,
+    priority: BootPriority | undefined
   ): Promise<{ info: ContainerInfo; adopted: boolean }> {
     const plugin = this.options.frameworks.framework(spec.framework)
     const reservedMb = spec.resources?.memoryMb ?? plugin.resources.memoryMb
@@ -320,11 +338,17 @@ export class RuntimeService {
       }
       return { info: created, adopted: true }
     }
-    // Waits in the boot queue until a boot slot and its memory are free.
+    // Waits in the boot queue until a boot slot and its memory are free. Whether the
+    // start resumes a checkpoint (a wake; a template restore would say so here too)
+    // is the driver's to tell: such starts go before cold boots of their class.
     this.#assertWanted(spec.agentId, runId)
     const resumes = this.driver.resumes?.(spec.agentId) === true
     enterPhase(spec.agentId, 'queued')
-    await this.#capacity.admit(spec.agentId, reservedMb, { resumes })
+    await this.#capacity.admit(spec.agentId, reservedMb, {
+      resumes,
+      owner: spec.ownerId,
+      priority,
+    })
     enterPhase(spec.agentId, resumes ? 'restoring' : 'booting')
     let info: ContainerInfo
     try {
@@ -408,9 +432,30 @@ export class RuntimeService {
     if (this.#capacity.isQueued(agentId)) this.#capacity.release(agentId)
   }
 
-  /** A message for the agent: the capacity manager puts it to sleep last. */
+  /**
+   * A message for the agent: the capacity manager puts it to sleep last,
+   * and a start of it waiting as background (a new agent not yet booted)
+   * becomes interactive, keeping its place among its account's starts.
+   */
   touch(agentId: string): void {
     this.#capacity.touch(agentId)
+    this.prioritize(agentId)
+  }
+
+  /**
+   * Someone waits on the agent's start now (a message, its owner's start):
+   * a start of it waiting as background, or scheduled and not yet queued,
+   * is admitted as interactive.
+   */
+  prioritize(agentId: string): void {
+    if (this.#capacity.isQueued(agentId) || this.#runs.has(agentId)) {
+      this.#capacity.prioritize(agentId)
+    }
+  }
+
+  /** Its 1-based place in the boot queue while it waits there (`container: queued`), else null. */
+  queuePosition(agentId: string): number | null {
+    return this.#capacity.queuePosition(agentId)
   }
 
   /** Agents whose containers run or boot here, least recently active first. */
@@ -754,7 +799,8 @@ export class RuntimeService {
         const runId = await this.planRun(spec.agentId)
         try {
           await each(spec.agentId, async () => {
-            const { adopted } = await this.#startOrAdopt(spec, runId)
+            // Background: nobody waits on it yet (a message makes it interactive).
+            const { adopted } = await this.#startOrAdopt(spec, runId, 'background')
             ;(adopted ? result.adopted : result.started).push(spec.agentId)
           })
         } catch (error) {

@@ -19,6 +19,11 @@ export type DriverName = 'process' | 'docker' | 'swarm'
 /** What the agents layer hands the runtime to start or reconfigure an agent. */
 export interface AgentRuntimeSpec {
   agentId: string
+  /**
+   * The owning account's id: the boot queue lets accounts take turns.
+   * Absent (tests, tools), the agent counts as its own account.
+   */
+  ownerId?: string
   /** Name of an installed framework plugin (`openclaw`, `hermes`, ...). */
   framework: string
   /** The agent's decrypted config, validated by the plugin. Never logged. */

@@ -17,17 +17,29 @@
  *    first reply served by the agent's own container (restored from its
  *    checkpoint where the host has CRIU, else booted).
  * Prints one table. Not part of npm test.
+ *
+ *   npm run bench:density -- --burst [--agents 200] [--accounts 50] [--probes 10]
+ *                            [--framework fixture|openclaw] [--boot-ms 3000]
+ *                            [--boot-concurrency <cores>]
+ *
+ * Burst mode (bench/density/burst.ts): every agent created at once, each
+ * sent one message, with the fair boot queue and the FIFO baseline side by
+ * side (issue 31).
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
-import { readFile } from 'node:fs/promises'
-import { mkdtemp, rm, symlink } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { mailFileTag } from '#identity/services/file_mail_transport'
+import { agentPaths } from '#runtime/agent_paths'
 import { agentProcessIds } from '../../tests/helpers/agent_processes.ts'
-import { startServerProcess, type ServerProcess } from '../../tests/helpers/processes.ts'
-import { startThrowawayPostgres } from '../../tests/helpers/throwaway_postgres.ts'
+import {
+  percentile,
+  pool,
+  signUp,
+  startBenchServer,
+  type Account,
+  type BenchServer,
+} from './harness.ts'
+import { runBurst } from './burst.ts'
 
 const { values } = parseArgs({
   options: {
@@ -37,8 +49,27 @@ const { values } = parseArgs({
     'idle-secs': { type: 'string', default: '30' },
     'concurrency': { type: 'string', default: '8' },
     'boot-minutes': { type: 'string' },
+    // Burst mode (bench/density/burst.ts).
+    'burst': { type: 'boolean', default: false },
+    'accounts': { type: 'string' },
+    'probes': { type: 'string' },
+    'boot-ms': { type: 'string' },
+    'boot-concurrency': { type: 'string' },
   },
 })
+if (values.burst) {
+  await runBurst({
+    agents: Number(values.agents),
+    accounts: Number(values.accounts ?? 50),
+    framework: process.argv.includes('--framework') ? values.framework! : 'fixture',
+    probes: Number(values.probes ?? 10),
+    bootMs: Number(values['boot-ms'] ?? 3000),
+    bootConcurrency: values['boot-concurrency'],
+    concurrency: Number(values.concurrency),
+    bootMinutes: Number(values['boot-minutes'] ?? 60),
+  })
+  process.exit(0)
+}
 const AGENTS = Number(values.agents)
 const FRAMEWORK = values.framework!
 const SAMPLE = Math.min(AGENTS, Number(values.sample))
@@ -46,13 +77,7 @@ const IDLE_SECS = Number(values['idle-secs'])
 const CONCURRENCY = Number(values.concurrency)
 /** How long every agent gets to boot once: boots queue two at a time here, so it grows with the run. */
 const BOOT_MINUTES = Number(values['boot-minutes'] ?? Math.max(60, AGENTS / 2))
-const PASSWORD = 'density-bench-password'
 
-interface Account {
-  email: string
-  jwt: string
-  key: string
-}
 interface AgentRun {
   id: string
   account: Account
@@ -60,41 +85,8 @@ interface AgentRun {
   runningAt?: number
 }
 
-let server: ServerProcess
-const statuses = new Map<number, number>()
-
-async function call(path: string, init: { method?: string; token?: string; json?: unknown } = {}) {
-  const response = await fetch(`${server.url}${path}`, {
-    method: init.method ?? 'GET',
-    headers: {
-      ...(init.token ? { authorization: `Bearer ${init.token}` } : {}),
-      ...(init.json === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body: init.json === undefined ? undefined : JSON.stringify(init.json),
-  })
-  statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1)
-  const text = await response.text()
-  let body: any = text
-  try {
-    body = JSON.parse(text)
-  } catch {}
-  return { status: response.status, body }
-}
-
-async function pool<T>(items: T[], limit: number, work: (item: T) => Promise<void>) {
-  let next = 0
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) await work(items[next++])
-    })
-  )
-}
-
-function percentile(numbers: number[], p: number): number {
-  if (numbers.length === 0) return Number.NaN
-  const sorted = [...numbers].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
-}
+let bench: BenchServer
+const call: BenchServer['call'] = (path, init) => bench.call(path, init)
 
 function usedMemoryMb(): number {
   const info = readFileSync('/proc/meminfo', 'utf8')
@@ -111,42 +103,6 @@ function agentRssMb(agentId: string): number {
     } catch {}
   }
   return kb / 1024
-}
-
-async function signUp(storage: string, index: number): Promise<Account> {
-  const email = `density-${index}-${Date.now()}@example.test`
-  const registered = await call('/auth/register', {
-    method: 'POST',
-    json: { email, username: `density${index}x${Date.now() % 100000}`, password: PASSWORD },
-  })
-  // Every figure below assumes all accounts exist: stop rather than measure fewer agents
-  // (register answers 200 whether or not the address is new, 429 over the sign-up limit).
-  if (registered.status !== 200 && registered.status !== 201) {
-    throw new Error(`register answered ${registered.status}: ${JSON.stringify(registered.body)}`)
-  }
-  const tag = mailFileTag(email)
-  let link: string | undefined
-  for (let attempt = 0; attempt < 100 && !link; attempt++) {
-    let names: string[] = []
-    try {
-      names = readdirSync(join(storage, 'mail'))
-    } catch {}
-    const file = names.find((name) => name.endsWith(`-${tag}.json`))
-    if (file) {
-      const mail = JSON.parse(await readFile(join(storage, 'mail', file), 'utf8'))
-      link = /https?:\/\/\S+\/auth\/verify-email\/\S+/.exec(mail.text)?.[0]
-    }
-    if (!link) await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-  if (!link) throw new Error(`no verification mail for ${email}`)
-  await call(new URL(link).pathname)
-  const login = await call('/auth/login', { method: 'POST', json: { email, password: PASSWORD } })
-  if (login.status !== 200) {
-    throw new Error(`login answered ${login.status}: ${JSON.stringify(login.body)}`)
-  }
-  const jwt = login.body.data.token as string
-  const key = await call('/auth/api-keys', { method: 'POST', token: jwt, json: { label: 'bench' } })
-  return { email, jwt, key: key.body.data.key as string }
 }
 
 /** Latencies of the two probe routes, sampled until `until` resolves. */
@@ -176,35 +132,16 @@ async function containerOf(agent: AgentRun): Promise<string> {
 }
 
 async function main() {
-  const postgres = await startThrowawayPostgres()
-  const storage = await mkdtemp(join(tmpdir(), 'density-storage-'))
-  // The framework is installed once per host: reuse the project's runtime cache.
-  const sharedRuntime = join(import.meta.dirname, '..', '..', 'storage', 'runtime')
-  if (existsSync(sharedRuntime)) await symlink(sharedRuntime, join(storage, 'runtime'))
-  server = await startServerProcess({
-    DATABASE_URL: postgres.url,
-    STORAGE_DIR: storage,
-    AGENT_IDLE_SLEEP_SECS: String(IDLE_SECS),
-    // Every account signs up from this one address (the default allows 10 a day).
-    SIGNUPS_PER_CLIENT_PER_DAY: '1000000',
-    LOG_LEVEL: 'warn',
-    // The fixture framework lives with the tests and loads in the test environment only.
-    ...(FRAMEWORK === 'fixture'
-      ? { NODE_ENV: 'test', EXTRA_PLUGIN_DIRS: 'tests/fixtures/plugins' }
-      : {}),
-  })
-  for (let i = 0; ; i++) {
-    const health = await fetch(`${server.url}/health`).catch(() => undefined)
-    if (health?.status === 200) break
-    if (i > 900) throw new Error(`server did not start:\n${server.output()}`)
-    await new Promise((resolve) => setTimeout(resolve, 200))
-  }
+  bench = await startBenchServer(FRAMEWORK, { AGENT_IDLE_SLEEP_SECS: String(IDLE_SECS) })
+  const storage = bench.storage
+  // The runtime's files of an agent (its log, its checkpoint) are under `<agents>/.runtime/<id>`.
+  const pathsOf = (agentId: string) => agentPaths(join(storage, 'agents'), agentId)
   const memoryBefore = usedMemoryMb()
   let peakMemory = memoryBefore
   const memoryTimer = setInterval(() => (peakMemory = Math.max(peakMemory, usedMemoryMb())), 500)
 
   try {
-    const probe = await signUp(storage, 0)
+    const probe = await signUp(bench, 0)
     const idle = { me: [] as number[], list: [] as number[] }
     await sampleApi(probe, new Promise((resolve) => setTimeout(resolve, 5_000)), idle)
 
@@ -214,7 +151,7 @@ async function main() {
       Array.from({ length: AGENTS }, (_, i) => i + 1),
       CONCURRENCY,
       async (i) => {
-        accounts.push(await signUp(storage, i))
+        accounts.push(await signUp(bench, i))
       }
     )
 
@@ -281,7 +218,7 @@ async function main() {
     }
     const sleepingRss = sample.map((agent) => agentRssMb(agent.id))
     const checkpoints = agents
-      .map((agent) => join(storage, 'agents', agent.id, 'runtime', 'checkpoint', 'checkpoint.json'))
+      .map((agent) => join(pathsOf(agent.id).checkpoint, 'checkpoint.json'))
       .filter((file) => existsSync(file))
       .map((file) => JSON.parse(readFileSync(file, 'utf8')).bytes as number)
 
@@ -309,7 +246,7 @@ async function main() {
       }
     })
 
-    const fivexx = [...statuses.entries()]
+    const fivexx = [...bench.statuses.entries()]
       .filter(([code]) => code >= 500)
       .reduce((n, [, c]) => n + c, 0)
     const row = (label: string, value: string) => console.log(`| ${label} | ${value} |`)
@@ -353,14 +290,14 @@ async function main() {
     )
     if (process.env.DENSITY_WAKE_LOGS) {
       for (const agent of sample) {
-        const log = join(storage, 'agents', agent.id, 'runtime', 'output.log')
+        const log = pathsOf(agent.id).logFile
         const lines = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : []
         console.error(`[density] ${agent.id}:\n  ${lines.slice(-8).join('\n  ')}`)
       }
     }
     // Message -> its container running again (restored, or booted), from the agent's log.
     const running = sample.flatMap((agent) => {
-      const log = join(storage, 'agents', agent.id, 'runtime', 'output.log')
+      const log = pathsOf(agent.id).logFile
       const text = existsSync(log) ? readFileSync(log, 'utf8') : ''
       const woke = wakeStarts.get(agent.id) ?? 0
       const at = [...text.matchAll(/^\[runtime ([^\]]+)\] (restored|started) /gm)]
@@ -391,9 +328,7 @@ async function main() {
     row('boot throughput', `${(coldBoots.length / bootMinutes).toFixed(1)} agents/min`)
   } finally {
     clearInterval(memoryTimer)
-    await server.stop()
-    await postgres.destroy()
-    await rm(storage, { recursive: true, force: true })
+    await bench.stop()
   }
 }
 

@@ -45,8 +45,8 @@ export default class AgentRuntimeController {
   /**
    * @status
    * @summary Agent status (lighter than the detail)
-   * @description status is one of active, stopped, paused, error (what the owner wants); containerId is the run's id from the moment it is scheduled (also while queued), null when no run is; container is where its container stands: running, starting, queued (waiting for a boot slot or memory), sleeping (idle: stopped until the next message wakes it), stopped, error. phase says which step of a start it is at (queued, preparing, installing, warming, booting, restoring), else the container state; phaseSince is when it got there (null when this instance did not see it).
-   * @responseBody 200 - {"success":true,"data":{"status":"active","containerId":"proc-9b2f-1a2b3c","messageCount":12,"container":"running","phase":"running","phaseSince":"2025-01-02T09:00:00.000Z"}}
+   * @description status is one of active, stopped, paused, error (what the owner wants); containerId is the run's id from the moment it is scheduled (also while queued), null when no run is; container is where its container stands: running, starting, queued (waiting for a boot slot or memory), sleeping (idle: stopped until the next message wakes it), stopped, error. queuePosition is its 1-based place in the boot queue while container is queued (interactive starts first, accounts taking turns), else null. phase says which step of a start it is at (queued, preparing, installing, warming, booting, restoring), else the container state; phaseSince is when it got there (null when this instance did not see it).
+   * @responseBody 200 - {"success":true,"data":{"status":"active","containerId":"proc-9b2f-1a2b3c","messageCount":12,"container":"running","queuePosition":null,"phase":"running","phaseSince":"2025-01-02T09:00:00.000Z"}}
    * @nullable containerId, phaseSince
    */
   async status({ auth, params }: HttpContext) {
@@ -57,7 +57,7 @@ export default class AgentRuntimeController {
    * @stats
    * @summary Agent stats
    * @description uptimeSecs is 0 while the container is not running; container, phase and phaseSince as in status.
-   * @responseBody 200 - {"success":true,"data":{"messagesProcessed":12,"uptimeSecs":3600,"lastActiveAt":"2025-01-02T10:00:00.000Z","containerId":"proc-9b2f-1a2b3c","status":"active","container":"running","phase":"running","phaseSince":"2025-01-02T09:00:00.000Z"}}
+   * @responseBody 200 - {"success":true,"data":{"messagesProcessed":12,"uptimeSecs":3600,"lastActiveAt":"2025-01-02T10:00:00.000Z","containerId":"proc-9b2f-1a2b3c","status":"active","container":"running","queuePosition":null,"phase":"running","phaseSince":"2025-01-02T09:00:00.000Z"}}
    * @nullable lastActiveAt, containerId, phaseSince
    */
   async stats({ auth, params }: HttpContext) {

@@ -2,7 +2,7 @@ import app from '@adonisjs/core/services/app'
 import logger from '@adonisjs/core/services/logger'
 import { NotFoundException, ValidationException } from '#core/exceptions/api_exceptions'
 import type { ContainerView, RuntimeService } from '#runtime/runtime_service'
-import { BootCancelledError } from '#runtime/capacity/capacity_manager'
+import { BootCancelledError, type BootPriority } from '#runtime/capacity/capacity_manager'
 import type { RuntimeEvent } from '#runtime/types'
 import Agent, { type AgentStatus } from '#agents/models/agent'
 import { recordFeedEvent, type Transition } from '#agents/services/feed_service'
@@ -134,15 +134,20 @@ export class AgentLifecycle {
    * Boots the run `runId` (planned by the runtime) of an agent that is to
    * be active, unless it was stopped or another run was planned meanwhile.
    */
-  async #start(agentId: string, runId: string, options: { restart?: boolean } = {}) {
+  async #start(
+    agentId: string,
+    runId: string,
+    options: { restart?: boolean; priority?: BootPriority } = {}
+  ) {
     const agent = await Agent.find(agentId)
     if (!agent || agent.status !== 'active') return
     const runtime = await this.runtime()
     try {
       const spec = runtimeSpecFor(agent)
+      const start = { runId, priority: options.priority }
       return options.restart
-        ? await runtime.restart(spec, { runId })
-        : await runtime.ensureStarted(spec, { runId })
+        ? await runtime.restart(spec, start)
+        : await runtime.ensureStarted(spec, start)
     } catch (error) {
       // Stopped or restarted while it waited: not a failure of the agent.
       if (error instanceof BootCancelledError) throw error
@@ -172,6 +177,8 @@ export class AgentLifecycle {
     // Over its workspace quota the agent stays as it is (asleep: the hosted path answers).
     await runtime.assertWorkspaceStartable(fresh.id)
     const containerId = await runtime.planRun(fresh.id)
+    // Its owner waits on it: a pre-boot still waiting as background goes ahead now.
+    runtime.prioritize(fresh.id)
     await this.#schedule(fresh, containerId)
     return { status: 'started', containerId }
   }
@@ -267,12 +274,18 @@ export class AgentLifecycle {
     return over
   }
 
-  /** A new agent: starts its container without making the request wait. */
+  /**
+   * A new agent: its container is booted ahead of time as a background
+   * start (docs/runtime.md "Boot queue order"): at once on an idle host,
+   * after every start someone waits on otherwise, and never by putting
+   * another agent to sleep. Its first message or its owner's start makes
+   * it interactive. The request does not wait.
+   */
   startInBackground(agent: Agent): void {
     this.#detached('start', agent.id, async () => {
       const runtime = await this.runtime()
       const runId = await runtime.planRun(agent.id)
-      await this.#serial(agent.id, () => this.#start(agent.id, runId))
+      await this.#serial(agent.id, () => this.#start(agent.id, runId, { priority: 'background' }))
     })
   }
 
@@ -376,7 +389,7 @@ export class AgentLifecycle {
           const runtime = await this.runtime()
           const container = await runtime.status(agentId)
           if (container.state === 'absent') return
-          await runtime.ensureStarted(runtimeSpecFor(agent))
+          await runtime.ensureStarted(runtimeSpecFor(agent), { priority: 'background' })
         })
       )
     }

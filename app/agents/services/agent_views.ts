@@ -15,7 +15,16 @@ export async function containerOf(agent: Agent): Promise<ContainerField> {
   return containerField(agent, await service.containerView(agent.id))
 }
 
-/** Spec "Agent status" plus `container`. */
+/** Its 1-based place in the boot queue while `container` is `queued`, else null (additive). */
+function queuePositionOf(
+  service: { queuePosition(agentId: string): number | null },
+  agentId: string,
+  container: ContainerField
+): number | null {
+  return container === 'queued' ? service.queuePosition(agentId) : null
+}
+
+/** Spec "Agent status" plus `container`, `queuePosition` and the boot phase. */
 export async function statusOf(agent: Agent) {
   const service = await runtime()
   const [info, container] = await Promise.all([service.status(agent.id), containerOf(agent)])
@@ -24,6 +33,7 @@ export async function statusOf(agent: Agent) {
     containerId: info.containerId,
     messageCount: agent.messageCount,
     container,
+    queuePosition: queuePositionOf(service, agent.id, container),
     ...phaseOf(agent.id, container),
   }
 }
@@ -39,6 +49,7 @@ export async function statsOf(agent: Agent) {
     containerId: stats.containerId,
     status: agent.status,
     container,
+    queuePosition: queuePositionOf(service, agent.id, container),
     ...phaseOf(agent.id, container),
   }
 }

@@ -24,6 +24,7 @@ export function modelProxyFor(agent: Agent): AgentRuntimeSpec['modelProxy'] {
 export function runtimeSpecFor(agent: Agent): AgentRuntimeSpec {
   return {
     agentId: agent.id,
+    ownerId: agent.userId,
     framework: agent.framework,
     config: decryptSecrets(agent.config),
     modelProxy: modelProxyFor(agent),

@@ -227,13 +227,15 @@ test.group('Agents: create, read, update, delete', (group) => {
     assert.equal(v1.body().data.config.nested.clientSecret, '***')
     const status = await client.get(`/api/v1/agents/${agent.id}/status`).bearerToken(key)
     status.assertStatus(200)
-    // The spec's fields plus the additive boot phase (docs/runtime.md "Boot phases").
+    // The spec's fields plus the additive boot phase and queue place (docs/runtime.md
+    // "Boot phases", "Boot queue order").
     assert.deepEqual(Object.keys(status.body().data).sort(), [
       'container',
       'containerId',
       'messageCount',
       'phase',
       'phaseSince',
+      'queuePosition',
       'status',
     ])
 

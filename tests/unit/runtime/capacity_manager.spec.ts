@@ -1,12 +1,18 @@
 import { test } from '@japa/runner'
-import { BootCancelledError, CapacityManager } from '#runtime/capacity/capacity_manager'
+import {
+  BootCancelledError,
+  CapacityManager,
+  type AdmitOptions,
+  type BootQueueOrder,
+} from '#runtime/capacity/capacity_manager'
 
 /** A manager whose "sleep" records who was put to sleep and frees them like a stop would. */
-function manager(bootConcurrency: number, memoryBudgetMb: number) {
+function manager(bootConcurrency: number, memoryBudgetMb: number, order?: BootQueueOrder) {
   const slept: string[] = []
   const capacity: CapacityManager = new CapacityManager({
     bootConcurrency,
     memoryBudgetMb,
+    order,
     sleep: async (agentId) => {
       slept.push(agentId)
     },
@@ -118,5 +124,153 @@ test.group('Capacity manager', () => {
     for (const start of queued) await assert.rejects(() => start, BootCancelledError)
     assert.equal(capacity.snapshot().queued, 0)
     assert.isTrue(capacity.isAdmitted('a'), 'what runs is stopped by the driver, not here')
+  })
+})
+
+/**
+ * Queues the starts behind one agent booting in the only slot, then frees
+ * the slot after each admission: the order they were admitted in.
+ */
+async function admissionOrder(
+  capacity: CapacityManager,
+  starts: Array<[agentId: string, options: AdmitOptions]>,
+  between: (admitted: string[]) => void = () => {}
+): Promise<string[]> {
+  await capacity.admit('blocker', 100)
+  const admitted: string[] = []
+  const waiting = starts.map(([agentId, options]) =>
+    capacity.admit(agentId, 100, options).then(() => admitted.push(agentId))
+  )
+  let last = 'blocker'
+  while (admitted.length < starts.length) {
+    capacity.booted(last)
+    await settled(Promise.resolve())
+    last = admitted[admitted.length - 1]
+    between(admitted)
+  }
+  await Promise.all(waiting)
+  return admitted
+}
+
+test.group('Capacity manager: boot queue order', () => {
+  test("accounts take turns: one account's burst does not hold another account's first agent back", async ({
+    assert,
+  }) => {
+    const { capacity } = manager(1, 10_000)
+    const admitted = await admissionOrder(capacity, [
+      ['a1', { owner: 'A' }],
+      ['a2', { owner: 'A' }],
+      ['a3', { owner: 'A' }],
+      ['a4', { owner: 'A' }],
+      ['b1', { owner: 'B' }],
+      ['c1', { owner: 'C' }],
+      ['b2', { owner: 'B' }],
+    ])
+    assert.deepEqual(admitted, ['a1', 'b1', 'c1', 'a2', 'b2', 'a3', 'a4'])
+  })
+
+  test('the queue position is the place the pump admits from', async ({ assert }) => {
+    const { capacity } = manager(1, 10_000)
+    await capacity.admit('blocker', 100)
+    for (const [agentId, owner] of [
+      ['a1', 'A'],
+      ['a2', 'A'],
+      ['b1', 'B'],
+    ]) {
+      void capacity.admit(agentId, 100, { owner, priority: 'background' })
+    }
+    assert.deepEqual(capacity.queueOrder(), ['a1', 'b1', 'a2'])
+    assert.equal(capacity.queuePosition('b1'), 2)
+    assert.equal(capacity.queuePosition('a2'), 3)
+    assert.isNull(capacity.queuePosition('blocker'), 'an admitted agent has no place')
+    assert.isNull(capacity.queuePosition('unknown'))
+    capacity.booted('blocker')
+    await settled(Promise.resolve())
+    assert.deepEqual(capacity.queueOrder(), ['b1', 'a2'])
+    assert.equal(capacity.queuePosition('b1'), 1)
+  })
+
+  test('interactive starts go before background ones, whatever the account', async ({ assert }) => {
+    const { capacity } = manager(1, 10_000)
+    const admitted = await admissionOrder(capacity, [
+      ['a1', { owner: 'A', priority: 'background' }],
+      ['a2', { owner: 'A', priority: 'background' }],
+      ['b1', { owner: 'B', priority: 'background' }],
+      ['c1', { owner: 'C', priority: 'interactive' }],
+      ['a3', { owner: 'A', priority: 'interactive' }],
+    ])
+    assert.deepEqual(admitted, ['c1', 'a3', 'b1', 'a1', 'a2'])
+  })
+
+  test('a message for a waiting background start upgrades it in place; one not yet queued is admitted interactive', async ({
+    assert,
+  }) => {
+    const { capacity } = manager(1, 10_000)
+    await capacity.admit('blocker', 100)
+    for (const agentId of ['a1', 'a2', 'a3']) {
+      void capacity.admit(agentId, 100, { owner: 'A', priority: 'background' })
+    }
+    capacity.prioritize('a3')
+    // A message arrives before its start reaches the queue: it is queued interactive.
+    capacity.prioritize('b1')
+    void capacity.admit('b1', 100, { owner: 'B', priority: 'background' })
+    // The owner starts it again while it waits: still one entry, already interactive.
+    const again = capacity.admit('a3', 100, { owner: 'A', priority: 'interactive' })
+    assert.equal(capacity.snapshot().queued, 4, 'upgraded, not queued twice')
+    assert.equal(capacity.snapshot().queuedBackground, 2)
+    assert.deepEqual(capacity.queueOrder(), ['a3', 'b1', 'a1', 'a2'])
+    capacity.booted('blocker')
+    assert.isTrue(await settled(again), 'both waiters of a3 are admitted together')
+    assert.isTrue(capacity.isAdmitted('a3'))
+  })
+
+  test('checkpoint resumes go before cold boots within their class, accounts taking turns', async ({
+    assert,
+  }) => {
+    const { capacity } = manager(1, 10_000)
+    const admitted = await admissionOrder(capacity, [
+      ['a-cold', { owner: 'A' }],
+      ['a-wake-1', { owner: 'A', resumes: true }],
+      ['a-wake-2', { owner: 'A', resumes: true }],
+      ['b-wake', { owner: 'B', resumes: true }],
+      ['c-pre-wake', { owner: 'C', resumes: true, priority: 'background' }],
+      ['c-pre-cold', { owner: 'C', priority: 'background' }],
+    ])
+    assert.deepEqual(admitted, [
+      'a-wake-1',
+      'b-wake',
+      'a-wake-2',
+      'a-cold',
+      'c-pre-wake',
+      'c-pre-cold',
+    ])
+  })
+
+  test('a background start never puts an agent to sleep for room; an interactive one does', async ({
+    assert,
+  }) => {
+    const { capacity, slept } = manager(4, 1000)
+    await capacity.admit('idle', 800)
+    capacity.booted('idle')
+    const background = capacity.admit('pre-boot', 400, { priority: 'background' })
+    assert.isFalse(await settled(background), 'it waits for memory')
+    assert.deepEqual(slept, [])
+    assert.equal(capacity.queuePosition('pre-boot'), 1)
+    capacity.prioritize('pre-boot')
+    assert.isTrue(await settled(background), 'upgraded by a message: it makes room')
+    assert.deepEqual(slept, ['idle'])
+  })
+
+  test('fifo (the bench baseline): arrival order, resumes first, background like any start', async ({
+    assert,
+  }) => {
+    const { capacity } = manager(1, 10_000, 'fifo')
+    const admitted = await admissionOrder(capacity, [
+      ['a1', { owner: 'A', priority: 'background' }],
+      ['a2', { owner: 'A', priority: 'background' }],
+      ['b1', { owner: 'B', priority: 'interactive' }],
+      ['c1', { owner: 'C', resumes: true }],
+    ])
+    assert.deepEqual(admitted, ['c1', 'a1', 'a2', 'b1'])
   })
 })

@@ -1,0 +1,271 @@
+/**
+ * bench:density --burst (issue 31): `--agents` agents created at once
+ * across `--accounts` accounts, each sent one message, on the real server
+ * (process driver); meanwhile `--probes` unrelated accounts each create
+ * their first agent and message it, spread over the burst by its progress.
+ * Run twice in one go, with the fair boot queue and with
+ * AGENT_BOOT_QUEUE=fifo (the earlier first-come order), and printed side
+ * by side:
+ * - time from the first create until every burst agent is container-served
+ *   (its status says `running`, or `sleeping` after it ran);
+ * - boots per minute over that time;
+ * - template restores vs cold boots, from the agents' logs (`restored` /
+ *   `started` lines of the runtime);
+ * - CPU-seconds of each agent's process tree when it was first seen served;
+ * - an unrelated account's first agent: create -> container-served, p50 / p95.
+ * The fixture framework (default) boots in `--boot-ms` (its readiness
+ * answers that late; the boot slot is held as long), so the queue behaves
+ * as with a real framework at a fraction of the CPU.
+ */
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { agentPaths } from '#runtime/agent_paths'
+import { treeCpuSecs } from '../shared/process_tree.ts'
+import {
+  percentile,
+  pool,
+  signUp,
+  startBenchServer,
+  type Account,
+  type BenchServer,
+} from './harness.ts'
+
+export interface BurstOptions {
+  agents: number
+  accounts: number
+  framework: string
+  probes: number
+  bootMs: number
+  bootConcurrency?: string
+  concurrency: number
+  bootMinutes: number
+}
+
+type Order = 'fair' | 'fifo'
+
+interface Tracked {
+  id: string
+  account: Account
+  createdAt: number
+  servedAt?: number
+  cpuSecs?: number
+  /** Highest queuePosition its status showed. */
+  maxPosition: number
+}
+
+interface BurstResult {
+  order: Order
+  created: number
+  served: number
+  allServedSecs: number
+  bootsPerMinute: number
+  restored: number
+  cold: number
+  cpuPerAgent: number
+  burstWaits: number[]
+  probeWaits: number[]
+  probePositions: number[]
+  fivexx: number
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The agent's container serves it: running, or asleep after it ran. */
+async function observe(bench: BenchServer, agent: Tracked): Promise<void> {
+  if (agent.servedAt) return
+  const answer = await bench.call(`/agents/${agent.id}/status`, { token: agent.account.jwt })
+  const data = answer.body?.data
+  if (typeof data?.queuePosition === 'number') {
+    agent.maxPosition = Math.max(agent.maxPosition, data.queuePosition)
+  }
+  if (data?.container === 'running' || data?.container === 'sleeping') {
+    agent.servedAt = Date.now()
+    agent.cpuSecs = await treeCpuSecs(join(bench.storage, 'agents'), agent.id)
+  }
+}
+
+/** Launches of the agent's container, from its runtime log: restored vs booted cold. */
+function launches(bench: BenchServer, agentId: string): { restored: number; cold: number } {
+  const log = agentPaths(join(bench.storage, 'agents'), agentId).logFile
+  const text = existsSync(log) ? readFileSync(log, 'utf8') : ''
+  return {
+    restored: [...text.matchAll(/^\[runtime [^\]]+\] restored /gm)].length,
+    cold: [...text.matchAll(/^\[runtime [^\]]+\] started /gm)].length,
+  }
+}
+
+async function createAndMessage(
+  bench: BenchServer,
+  account: Account,
+  name: string,
+  options: BurstOptions
+): Promise<Tracked | undefined> {
+  const createdAt = Date.now()
+  const created = await bench.call('/agents', {
+    method: 'POST',
+    token: account.jwt,
+    json: {
+      name,
+      framework: options.framework,
+      ...(options.framework === 'fixture' ? { config: { readyDelayMs: options.bootMs } } : {}),
+    },
+  })
+  if (created.status !== 201) {
+    console.error(`[burst] create answered ${created.status}: ${JSON.stringify(created.body)}`)
+    return undefined
+  }
+  const agent: Tracked = { id: created.body.data.id, account, createdAt, maxPosition: 0 }
+  const chat = await bench.call(`/api/v1/agents/${agent.id}/chat`, {
+    method: 'POST',
+    token: account.key,
+    json: { message: 'Hello, are you there?' },
+  })
+  if (chat.status !== 200) console.error(`[burst] chat answered ${chat.status}`)
+  return agent
+}
+
+async function burstRun(order: Order, options: BurstOptions): Promise<BurstResult> {
+  console.error(`[burst] ${order}: starting the server`)
+  const bench = await startBenchServer(options.framework, {
+    AGENT_BOOT_QUEUE: order,
+    AGENT_BOOT_CONCURRENCY: options.bootConcurrency,
+    // Nobody sleeps during the run: every launch is the agent's first.
+    AGENT_IDLE_SLEEP_SECS: '86400',
+  })
+  try {
+    console.error(`[burst] ${order}: signing up ${options.accounts + options.probes} accounts`)
+    const accounts: Account[] = []
+    const probeAccounts: Account[] = []
+    await pool(
+      Array.from({ length: options.accounts + options.probes }, (_, i) => i + 1),
+      options.concurrency,
+      async (i) => {
+        const account = await signUp(bench, i)
+        ;(i <= options.accounts ? accounts : probeAccounts).push(account)
+      }
+    )
+    // Several agents per burst account (founding_member holds 10).
+    await bench.query(`update users set tier = 'founding_member' where email = any($1)`, [
+      accounts.map((account) => account.email),
+    ])
+    const plan = Array.from({ length: options.agents }, (_, i) => accounts[i % accounts.length])
+
+    const burst: Tracked[] = []
+    const probes: Tracked[] = []
+    const started = Date.now()
+    console.error(`[burst] ${order}: creating ${options.agents} agents`)
+    let index = 0
+    const creating = pool(plan, options.concurrency, async (account) => {
+      const agent = await createAndMessage(bench, account, `Burst ${index++}`, options)
+      if (agent) burst.push(agent)
+    })
+
+    // Probe i starts once i/(probes) of the burst is served: spread over it in both orders.
+    const probing = (async () => {
+      for (let i = 0; i < probeAccounts.length; i++) {
+        const due = Math.floor((i * options.agents) / (probeAccounts.length + 1))
+        while (burst.filter((agent) => agent.servedAt).length < due) await sleep(200)
+        const agent = await createAndMessage(bench, probeAccounts[i], `Probe ${i}`, options)
+        if (!agent) continue
+        probes.push(agent)
+        while (!agent.servedAt && Date.now() - started < options.bootMinutes * 60_000) {
+          await observe(bench, agent)
+          if (!agent.servedAt) await sleep(250)
+        }
+      }
+    })()
+
+    const deadline = started + options.bootMinutes * 60_000
+    let lastReport = 0
+    await creating
+    while (Date.now() < deadline) {
+      await pool(
+        burst.filter((agent) => !agent.servedAt),
+        options.concurrency,
+        (agent) => observe(bench, agent)
+      )
+      const served = burst.filter((agent) => agent.servedAt).length
+      if (Date.now() - lastReport > 15_000) {
+        lastReport = Date.now()
+        console.error(
+          `[burst] ${order}: ${served} of ${burst.length} served after ${Math.round((Date.now() - started) / 1000)} s`
+        )
+      }
+      if (served === burst.length) break
+      await sleep(500)
+    }
+    await probing
+
+    const served = burst.filter((agent) => agent.servedAt)
+    const lastServed = Math.max(...served.map((agent) => agent.servedAt!))
+    const allServedSecs =
+      served.length === burst.length ? (lastServed - started) / 1000 : Number.NaN
+    const everyone = [...burst, ...probes]
+    const counts = everyone.map((agent) => launches(bench, agent.id))
+    const cpu = everyone.flatMap((agent) =>
+      agent.cpuSecs !== undefined && Number.isFinite(agent.cpuSecs) ? [agent.cpuSecs] : []
+    )
+    return {
+      order,
+      created: burst.length,
+      served: served.length,
+      allServedSecs,
+      bootsPerMinute: served.length / ((lastServed - started) / 60_000),
+      restored: counts.reduce((sum, count) => sum + count.restored, 0),
+      cold: counts.reduce((sum, count) => sum + count.cold, 0),
+      cpuPerAgent: cpu.reduce((sum, secs) => sum + secs, 0) / Math.max(1, cpu.length),
+      burstWaits: served.map((agent) => (agent.servedAt! - agent.createdAt) / 1000),
+      // In order of arrival: the first probes arrive with the burst's first creates.
+      probeWaits: probes
+        .filter((agent) => agent.servedAt)
+        .map((agent) => (agent.servedAt! - agent.createdAt) / 1000),
+      probePositions: probes.map((agent) => agent.maxPosition),
+      fivexx: [...bench.statuses.entries()]
+        .filter(([code]) => code >= 500)
+        .reduce((sum, [, count]) => sum + count, 0),
+    }
+  } finally {
+    await bench.stop()
+  }
+}
+
+export async function runBurst(options: BurstOptions): Promise<void> {
+  const results: BurstResult[] = []
+  for (const order of ['fair', 'fifo'] as const) results.push(await burstRun(order, options))
+  const secs = (value: number) => (Number.isFinite(value) ? `${value.toFixed(1)} s` : 'not all')
+  const rows: Array<[string, (result: BurstResult) => string]> = [
+    ['burst agents created / container-served', (r) => `${r.created} / ${r.served}`],
+    ['time until every burst agent is container-served', (r) => secs(r.allServedSecs)],
+    ['boots per minute', (r) => r.bootsPerMinute.toFixed(1)],
+    ['template restores / cold boots (all launches)', (r) => `${r.restored} / ${r.cold}`],
+    ['CPU-seconds per started agent (its process tree)', (r) => r.cpuPerAgent.toFixed(2)],
+    [
+      'burst agent create -> served p50 / p95',
+      (r) => `${secs(percentile(r.burstWaits, 50))} / ${secs(percentile(r.burstWaits, 95))}`,
+    ],
+    [
+      "unrelated account's first agent: create -> served p50 / p95",
+      (r) =>
+        `${secs(percentile(r.probeWaits, 50))} / ${secs(percentile(r.probeWaits, 95))} (${r.probeWaits.length} probes)`,
+    ],
+    [
+      "unrelated accounts' first agents, in order of arrival (s)",
+      (r) => r.probeWaits.map((wait) => wait.toFixed(0)).join(', '),
+    ],
+    [
+      "unrelated account's first agent: highest queuePosition seen, p50 / max",
+      (r) => `${percentile(r.probePositions, 50)} / ${Math.max(0, ...r.probePositions)}`,
+    ],
+    ['5xx answers', (r) => String(r.fivexx)],
+  ]
+  console.log(
+    `\n## bench:density --burst (${options.framework}${options.framework === 'fixture' ? `, boot ${options.bootMs} ms` : ''}, ` +
+      `${options.agents} agents across ${options.accounts} accounts, ${options.probes} probe accounts, ` +
+      `AGENT_BOOT_CONCURRENCY=${options.bootConcurrency ?? 'cores'}, process driver)\n`
+  )
+  console.log(`| figure | ${results.map((r) => r.order).join(' | ')} |`)
+  console.log(`|---|${results.map(() => '---').join('|')}|`)
+  for (const [label, value] of rows) {
+    console.log(`| ${label} | ${results.map(value).join(' | ')} |`)
+  }
+}
