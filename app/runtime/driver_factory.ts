@@ -38,7 +38,8 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
         compileCache: process.env.AGENT_COMPILE_CACHE !== 'off',
         checkpoints: process.env.AGENT_CHECKPOINT !== 'off',
         checkpointDiskMb: Number(process.env.AGENT_CHECKPOINT_DISK_MB) || undefined,
-        templates: process.env.AGENT_TEMPLATES !== 'off',
+        // Off unless asked: no shipped framework can start from a template yet (docs/runtime.md).
+        templates: process.env.AGENT_TEMPLATES === 'on',
         sandbox: (process.env.AGENT_SANDBOX || undefined) as SandboxMode | undefined,
         network: agentNetworkSettings() ?? null,
         log: settings.log,

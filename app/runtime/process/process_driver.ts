@@ -107,7 +107,7 @@ export interface ProcessDriverOptions {
   /**
    * New agents of a framework that allows it start from a template
    * checkpoint instead of a cold boot (app/runtime/process/template.ts;
-   * AGENT_TEMPLATES=off turns it off in the service; default false here).
+   * AGENT_TEMPLATES=on turns it on in the service; default off).
    * Needs checkpoints, the root layout and agent network namespaces.
    */
   templates?: boolean
