@@ -165,23 +165,26 @@ test.group('Stopping the service mid-operation (process driver)', (group) => {
     const token = await roomyAccount()
     const booting = await createAgent(token, 'Booting', { readyDelayMs: 120_000 })
     const queued = await createAgent(token, 'Queued')
-    await waitFor(async () => (agentProcessIds(booting).length > 0 ? true : undefined), {
-      timeoutMs: 30_000,
-      what: 'the booting agent to run',
-    })
-    await waitFor(
-      async () => ((await containerOf(token, queued)) === 'queued' ? true : undefined),
-      {
-        timeoutMs: 10_000,
-        what: 'the second agent to queue',
+    try {
+      await waitFor(async () => (agentProcessIds(booting).length > 0 ? true : undefined), {
+        timeoutMs: 30_000,
+        what: 'the booting agent to run',
+      })
+      await waitFor(
+        async () => ((await containerOf(token, queued)) === 'queued' ? true : undefined),
+        { timeoutMs: 60_000, what: 'the second agent to queue' }
+      ).catch(async (error: Error) => {
+        const second = await service.call(`/agents/${queued}/status`, { token }).catch(String)
+        throw new Error(
+          `${error.message}\nsecond: ${JSON.stringify(second)}\nfirst: ${await whatItDid(token, booting)}`
+        )
+      })
+      await sigterm('while booting and queued', assert)
+    } finally {
+      // Recovered at the restart (or still up after a failure): out of the way of the next tests.
+      for (const agentId of [booting, queued]) {
+        await service.call(`/agents/${agentId}`, { method: 'DELETE', token })
       }
-    ).catch(async (error: Error) => {
-      throw new Error(`${error.message}\n${await whatItDid(token, booting)}`)
-    })
-    await sigterm('while booting and queued', assert)
-    // Recovered at the restart: out of the way of the next tests.
-    for (const agentId of [booting, queued]) {
-      await service.call(`/agents/${agentId}`, { method: 'DELETE', token })
     }
   }).timeout(180_000)
 
