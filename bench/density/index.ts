@@ -20,7 +20,7 @@
  *
  *   npm run bench:density -- --burst [--agents 200] [--accounts 50] [--probes 10]
  *                            [--framework fixture|openclaw] [--boot-ms 3000]
- *                            [--boot-concurrency <cores>]
+ *                            [--boot-concurrency <cores>] [--orders fair,fifo]
  *
  * Burst mode (bench/density/burst.ts): every agent created at once, each
  * sent one message, with the fair boot queue and the FIFO baseline side by
@@ -39,7 +39,7 @@ import {
   type Account,
   type BenchServer,
 } from './harness.ts'
-import { runBurst } from './burst.ts'
+import { runBurst, type Order } from './burst.ts'
 
 const { values } = parseArgs({
   options: {
@@ -55,6 +55,7 @@ const { values } = parseArgs({
     'probes': { type: 'string' },
     'boot-ms': { type: 'string' },
     'boot-concurrency': { type: 'string' },
+    'orders': { type: 'string', default: 'fair,fifo' },
   },
 })
 if (values.burst) {
@@ -67,6 +68,9 @@ if (values.burst) {
     bootConcurrency: values['boot-concurrency'],
     concurrency: Number(values.concurrency),
     bootMinutes: Number(values['boot-minutes'] ?? 60),
+    orders: values
+      .orders!.split(',')
+      .filter((order): order is Order => /^(fair|fifo)$/.test(order)),
   })
   process.exit(0)
 }
