@@ -332,27 +332,14 @@ export class AgentProcess {
       await checkpoint.store.discard()
       return false
     }
-    const generation = ++this.#generation
-    this.state = 'starting'
-    this.#cpuSample = undefined
-    const pidFile = join(this.paths.runtime, 'restored.pid')
-    await rm(pidFile, { force: true })
+    const { generation, pidFile } = await this.#beginRestore()
     const unpackError = await checkpoint.store.unpack()
     if (unpackError) {
       this.logFile.note(`could not unpack its checkpoint (${unpackError}): booting`)
       await checkpoint.store.discard()
       return false
     }
-    const command = checkpoint.store.restoreCommand({
-      uid: checkpoint.uid,
-      rootDir: checkpoint.rootDir,
-      pidFile,
-      mounts: checkpoint.mounts,
-    })
-    const child = this.#launch(checkpoint.enter?.(command) ?? command, {
-      cwd: this.paths.runtime,
-      inheritFiles: [],
-    })
+    const child = this.#launchRestore(checkpoint.store.dir, checkpoint, pidFile)
     const restored =
       !(child instanceof Error) && (await this.#watch(generation, child, prepared, { pidFile }))
     if (restored) {
@@ -363,6 +350,34 @@ export class AgentProcess {
     this.logFile.note(`could not restore its checkpoint (${reason}): booting`)
     await checkpoint.store.discard()
     return false
+  }
+
+  /** A restore begins: a new generation, `starting`, no pid file of an earlier restore. */
+  async #beginRestore(): Promise<{ generation: number; pidFile: string }> {
+    const generation = ++this.#generation
+    this.state = 'starting'
+    this.#cpuSample = undefined
+    const pidFile = join(this.paths.runtime, 'restored.pid')
+    await rm(pidFile, { force: true })
+    return { generation, pidFile }
+  }
+
+  /** CRIU restoring the images in `dir` into the agent's sandbox, uid, mounts and namespace. */
+  #launchRestore(
+    dir: string,
+    checkpoint: NonNullable<PreparedLaunch['checkpoint']>,
+    pidFile: string
+  ) {
+    const command = restoreCommand(dir, {
+      uid: checkpoint.uid,
+      rootDir: checkpoint.rootDir,
+      pidFile,
+      mounts: checkpoint.mounts,
+    })
+    return this.#launch(checkpoint.enter?.(command) ?? command, {
+      cwd: this.paths.runtime,
+      inheritFiles: [],
+    })
   }
 
   /**
@@ -389,21 +404,8 @@ export class AgentProcess {
       template.report(copy.fallback, copy.reason)
       return false
     }
-    const generation = ++this.#generation
-    this.state = 'starting'
-    this.#cpuSample = undefined
-    const pidFile = join(this.paths.runtime, 'restored.pid')
-    await rm(pidFile, { force: true })
-    const command = restoreCommand(copy.dir, {
-      uid: checkpoint.uid,
-      rootDir: checkpoint.rootDir,
-      pidFile,
-      mounts: checkpoint.mounts,
-    })
-    const child = this.#launch(checkpoint.enter?.(command) ?? command, {
-      cwd: this.paths.runtime,
-      inheritFiles: [],
-    })
+    const { generation, pidFile } = await this.#beginRestore()
+    const child = this.#launchRestore(copy.dir, checkpoint, pidFile)
     const restore = {
       pidFile,
       fromTemplate: true,

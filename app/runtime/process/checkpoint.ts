@@ -230,16 +230,6 @@ export class AgentCheckpoint {
     return code === 0 ? undefined : `zstd exited with ${code}`
   }
 
-  /** The command that restores the checkpoint and stays its parent until the tree ends. */
-  restoreCommand(options: {
-    uid: number
-    rootDir: string
-    pidFile: string
-    mounts?: NamedMount[]
-  }) {
-    return restoreCommand(this.dir, options)
-  }
-
   /** CRIU's own account of a failed restore. */
   restoreErrors(): Promise<string> {
     return lastErrors(join(this.dir, 'restore.log'))
