@@ -183,12 +183,16 @@ stoppingMidOperation('a boot and the queue', { AGENT_BOOT_CONCURRENCY: '1' }, (m
   test('SIGTERM while one agent boots and another waits in the queue', async ({ assert }) => {
     const token = await mid.roomyAccount()
     const booting = await mid.createAgent(token, 'Booting', { readyDelayMs: 120_000 })
-    const queued = await mid.createAgent(token, 'Queued')
+    const agents = [booting]
     try {
       await waitFor(async () => (agentProcessIds(booting).length > 0 ? true : undefined), {
         timeoutMs: 30_000,
         what: 'the booting agent to run',
       })
+      // Made once the first holds the only boot slot: created together, either may reach the
+      // queue first (on a loaded host the second often did, booted at once and never queued).
+      const queued = await mid.createAgent(token, 'Queued')
+      agents.push(queued)
       await waitFor(
         async () => ((await mid.containerOf(token, queued)) === 'queued' ? true : undefined),
         { timeoutMs: 60_000, what: 'the second agent to queue' }
@@ -201,7 +205,7 @@ stoppingMidOperation('a boot and the queue', { AGENT_BOOT_CONCURRENCY: '1' }, (m
       await mid.sigterm('while booting and queued', assert)
     } finally {
       // Recovered at the restart (or still up after a failure): out of the way of the next tests.
-      for (const agentId of [booting, queued]) {
+      for (const agentId of agents) {
         await mid.current().call(`/agents/${agentId}`, { method: 'DELETE', token })
       }
     }
