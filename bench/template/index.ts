@@ -20,12 +20,11 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { loadPlugins } from '#plugins/plugin_loader'
 import { PluginRegistry } from '#plugins/plugin_registry'
-import { PackageCache } from '#runtime/package_cache'
 import { criu } from '#runtime/process/checkpoint'
 import { ProcessDriver } from '#runtime/process/process_driver'
 import { RuntimeService } from '#runtime/runtime_service'
-import { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
 import { treeCpuSecs } from '../shared/process_tree.ts'
+import { benchAgentSpec, ensureOpenClawPackage } from '../shared/agents.ts'
 import { startFakeModelProvider } from '../../tests/helpers/fake_model_provider.ts'
 
 const root = join(import.meta.dirname, '..', '..')
@@ -98,18 +97,10 @@ async function main() {
   }
   const modes = [await make('cold boot'), await make('template')]
   const samples: Sample[] = []
-  const specFor = (agentId: string) => ({
-    agentId,
-    framework,
-    config: { personality: 'A benchmark agent.' },
-    modelProxy: { baseUrl: provider.baseUrl, token: 'bench-proxy-token', model: 'stand-in' },
-  })
+  const specFor = (agentId: string) => benchAgentSpec(agentId, framework, provider.baseUrl)
   try {
     if (framework === 'openclaw') {
-      await new PackageCache({
-        cacheDir,
-        log: (message) => console.error(`[cache] ${message}`),
-      }).ensure('openclaw', OPENCLAW_VERSION)
+      await ensureOpenClawPackage(cacheDir)
       // Its shared compile cache, warmed as the service does at start (one untimed boot).
       await modes[0].driver.prepareFrameworks([registry.framework(framework)])
     }

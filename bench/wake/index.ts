@@ -26,13 +26,12 @@ import { parseArgs } from 'node:util'
 import { loadPlugins } from '#plugins/plugin_loader'
 import { PluginRegistry } from '#plugins/plugin_registry'
 import { agentPaths } from '#runtime/agent_paths'
-import { PackageCache } from '#runtime/package_cache'
 import { criu } from '#runtime/process/checkpoint'
 import { ProcessDriver } from '#runtime/process/process_driver'
 import { markedProcesses } from '#runtime/process/process_record'
 import { RuntimeService } from '#runtime/runtime_service'
-import { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
 import { treeCpuSecs } from '../shared/process_tree.ts'
+import { benchAgentSpec, ensureOpenClawPackage } from '../shared/agents.ts'
 import { startFakeModelProvider } from '../../tests/helpers/fake_model_provider.ts'
 
 const root = join(import.meta.dirname, '..', '..')
@@ -135,18 +134,10 @@ async function main() {
       : (['cold boot', 'checkpoint', 'checkpoint, no warm-up'] as const)
   ).map(make)
   const samples: Sample[] = []
-  const specFor = (agentId: string) => ({
-    agentId,
-    framework,
-    config: { personality: 'A benchmark agent.' },
-    modelProxy: { baseUrl: provider.baseUrl, token: 'bench-proxy-token', model: 'stand-in' },
-  })
+  const specFor = (agentId: string) => benchAgentSpec(agentId, framework, provider.baseUrl)
   try {
     if (framework === 'openclaw') {
-      await new PackageCache({
-        cacheDir,
-        log: (message) => console.error(`[cache] ${message}`),
-      }).ensure('openclaw', OPENCLAW_VERSION)
+      await ensureOpenClawPackage(cacheDir)
       // The shared compile cache is warmed by one untimed start, as the service does.
       const agentId = randomUUID()
       await modes[0].runtime.ensureStarted(specFor(agentId))
