@@ -6,10 +6,10 @@ import { existsSync, readdirSync } from 'node:fs'
 import { mkdtemp, readFile, rm, symlink } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import pg from 'pg'
 import { mailFileTag } from '#identity/services/file_mail_transport'
 import { startServerProcess, type ServerProcess } from '../../tests/helpers/processes.ts'
-import { startThrowawayPostgres } from '../../tests/helpers/throwaway_postgres.ts'
+import { queryAt, startThrowawayPostgres } from '../../tests/helpers/throwaway_postgres.ts'
+import { requestJson } from '../../tests/helpers/http.ts'
 
 const PASSWORD = 'density-bench-password'
 
@@ -71,31 +71,13 @@ export async function startBenchServer(
     storage,
     statuses,
     async call(path, init = {}) {
-      const response = await fetch(`${server.url}${path}`, {
-        method: init.method ?? 'GET',
-        headers: {
-          ...(init.token ? { authorization: `Bearer ${init.token}` } : {}),
-          ...(init.json === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        body: init.json === undefined ? undefined : JSON.stringify(init.json),
-      })
-      statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1)
-      const text = await response.text()
-      let body: any = text
-      try {
-        body = JSON.parse(text)
-      } catch {}
-      return { status: response.status, body }
+      // A burst may keep a request waiting long: the bench waits rather than aborts.
+      const answer = await requestJson(server.url, path, { ...init, timeoutMs: 600_000 })
+      statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1)
+      return answer
     },
-    async query(sql, values = []) {
-      const client = new pg.Client({ connectionString: postgres.url })
-      await client.connect()
-      try {
-        const result = await client.query(sql, values)
-        return result.rows
-      } finally {
-        await client.end()
-      }
+    query(sql, values = []) {
+      return queryAt(postgres.url, sql, values)
     },
     async stop() {
       await server.stop()

@@ -6,12 +6,15 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import pg from 'pg'
 import WebSocket from 'ws'
 import { requestJson, type JsonRequest } from '#tests/helpers/http'
 import { linkIn, waitForMail } from '#tests/helpers/mail'
 import { freePort, startServerProcess, waitFor, type ServerProcess } from '#tests/helpers/processes'
-import { startThrowawayPostgres, type ThrowawayPostgres } from '#tests/helpers/throwaway_postgres'
+import {
+  queryAt,
+  startThrowawayPostgres,
+  type ThrowawayPostgres,
+} from '#tests/helpers/throwaway_postgres'
 import { TEST_PASSWORD, uniqueEmail, uniqueUsername } from '#tests/helpers/identity'
 
 export interface Answer {
@@ -157,15 +160,8 @@ export async function startServiceUnderFault(
       })
       return { ws, closed, messages }
     },
-    async query(sql, values = []) {
-      const client = new pg.Client({ connectionString: postgres.url })
-      await client.connect()
-      try {
-        const result = await client.query(sql, values)
-        return result.rows
-      } finally {
-        await client.end()
-      }
+    query(sql, values = []) {
+      return queryAt(postgres.url, sql, values)
     },
     async kill9() {
       const exited = new Promise((resolve) => service.server.child.once('exit', resolve))

@@ -82,3 +82,15 @@ export async function acceptsConnections(url: string): Promise<boolean> {
     await client.end().catch(() => {})
   }
 }
+
+/** One query on its own connection to the database at `url` (for servers other than the test run's). */
+export async function queryAt(url: string, sql: string, values: unknown[] = []): Promise<any[]> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const result = await client.query(sql, values)
+    return result.rows
+  } finally {
+    await client.end()
+  }
+}
