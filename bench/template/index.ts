@@ -14,12 +14,13 @@
  * (ProcessDriver.prepareTemplate). Runs of the two modes alternate.
  */
 import { randomUUID } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { loadPlugins } from '#plugins/plugin_loader'
 import { PluginRegistry } from '#plugins/plugin_registry'
+import { agentPaths } from '#runtime/agent_paths'
 import { criu } from '#runtime/process/checkpoint'
 import { ProcessDriver } from '#runtime/process/process_driver'
 import { RuntimeService } from '#runtime/runtime_service'
@@ -121,10 +122,14 @@ async function main() {
         const t0 = performance.now()
         await runtime.ensureStarted(specFor(agentId))
         await runtime.waitUntilReady(agentId, { timeoutMs: 300_000 })
-        const answer = await runtime.chat(agentId, {
-          conversationId: 'bench',
-          messages: [{ role: 'user', content: 'hello' }],
-        })
+        const answer = await runtime
+          .chat(agentId, { conversationId: 'bench', messages: [{ role: 'user', content: 'hello' }] })
+          .catch(async (error) => {
+            // What the framework said is the only clue to a failed run: print its log's end.
+            const log = await readFile(agentPaths(agentsDir, agentId).logFile, 'utf8').catch(() => '')
+            console.error(`${mode}: the agent's log ends with:\n${log.slice(-6000)}`)
+            throw error
+          })
         const secs = (performance.now() - t0) / 1000
         const cpu = process.cpuUsage(cpu0)
         if (!answer.content) throw new Error('empty reply')
