@@ -78,6 +78,17 @@ export class EmailNotVerifiedException extends defineApiException(
 /** 404: unknown route, row or resource. */
 export class NotFoundException extends defineApiException(404, 'NOT_FOUND', 'Resource not found') {}
 
+/**
+ * 405: a known path asked with a method it does not have. CONTRACT.md allows no
+ * code beyond the spec's, so it carries NOT_FOUND (no such operation) and an
+ * `Allow` header naming the methods the path has.
+ */
+export class MethodNotAllowedException extends defineApiException(
+  405,
+  'NOT_FOUND',
+  'Method not allowed'
+) {}
+
 /** 409: a container-only operation on an agent whose container is not running. */
 export class AgentNotRunningException extends defineApiException(
   409,

@@ -3,6 +3,7 @@ import { type HttpContext, ExceptionHandler } from '@adonisjs/core/http'
 import { mapError } from '#core/http/error_envelope'
 import { ApiException } from '#core/exceptions/api_exceptions'
 import { dependencyFailure, logDependencyFailure } from '#core/http/dependency_failures'
+import { methodNotAllowed } from '#core/http/allowed_methods'
 
 /**
  * The one place where errors become HTTP answers: every failure leaves as
@@ -12,7 +13,7 @@ export default class HttpExceptionHandler extends ExceptionHandler {
   protected debug = !app.inProduction
 
   async handle(raw: unknown, ctx: HttpContext) {
-    const error = dependencyFailure(raw)?.answer ?? raw
+    const error = dependencyFailure(raw)?.answer ?? methodNotAllowed(raw, ctx.request) ?? raw
     const mapped = mapError(error)
     ctx.response.header('X-Request-Id', ctx.request.id() ?? '')
     if (error instanceof ApiException) {

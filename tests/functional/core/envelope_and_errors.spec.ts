@@ -102,6 +102,23 @@ test.group('Envelope and errors', () => {
     })
   })
 
+  test('a known path asked with a method it lacks is a 405 with Allow', async ({ assert }) => {
+    const response = await fetch(`${baseUrl()}/agents`, { method: 'PUT' })
+    assert.equal(response.status, 405)
+    const allowed = (response.headers.get('allow') ?? '').split(', ')
+    assert.includeMembers(allowed, ['GET', 'HEAD', 'POST'])
+    assert.notInclude(allowed, 'PUT')
+    assert.deepEqual(await response.json(), {
+      success: false,
+      error: `PUT is not allowed on /agents; it allows ${allowed.join(', ')}`,
+      code: 'NOT_FOUND',
+    })
+    // A path with parameters is matched as the router matches it.
+    const agentPath = await fetch(`${baseUrl()}/agents/some-id/chat/stream`, { method: 'GET' })
+    assert.equal(agentPath.status, 405)
+    assert.include(agentPath.headers.get('allow') ?? '', 'POST')
+  })
+
   test('an unexpected error is a bare 500 with no internal detail', async ({ client, assert }) => {
     const response = await client.get('/__test/errors/unexpected')
     response.assertStatus(500)
