@@ -5,7 +5,7 @@ import { programmaticApi } from '#identity/middleware/programmatic_api'
 import { registerPeriodicJob } from '#core/jobs/periodic_jobs'
 import { exportSections } from '#identity/services/export_sections'
 import { pruneStoredMessages } from '#chat/services/history_service'
-import { releaseExpiredHolds } from '#chat/services/credit_holds'
+import { releaseExpiredHolds } from '#credits/services/credit_holds'
 import { purgeExpiredIdempotencyKeys } from '#chat/services/idempotency'
 
 const ChatController = () => import('#chat/controllers/chat_controller')

@@ -10,7 +10,7 @@ import {
   reserveCredits,
   settleHold,
   type CreditHold,
-} from '#chat/services/credit_holds'
+} from '#credits/services/credit_holds'
 import { localDevChunks, localDevCompletion } from '#chat/services/local_dev_model'
 import {
   creditsFor,

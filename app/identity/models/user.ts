@@ -34,7 +34,9 @@ export function effectiveTierOfRow(row: Readonly<Record<string, unknown>>): Tier
  * An account. `email` is kept lower-case; `password` holds the scrypt hash
  * (hashing happens in the account service, never here, so the model never
  * sees a plain password by accident). `aiCreditsBalance` is changed only by
- * the credit ledger, inside the transaction that writes the ledger entry.
+ * the credits area: the credit ledger, inside the transaction that writes the
+ * ledger entry, and the credit holds of hosted model requests
+ * (`#credits/services/credit_holds`).
  */
 export default class User extends UuidModel {
   /** API keys: the auth package's access tokens, `hk_` prefix, stored hashed. */

@@ -89,7 +89,6 @@ export async function createAccount(
           emailCanonical: canonicalEmail(input.email),
           signupIpHash: input.signupIp ? clientAddressHash(input.signupIp) : null,
           walletAddress: null,
-          aiCreditsBalance: 0,
           emailVerifiedAt: input.verified ? DateTime.now() : null,
         },
         { client: trx }

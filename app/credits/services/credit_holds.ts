@@ -7,7 +7,6 @@ import { InsufficientCreditsException } from '#core/exceptions/api_exceptions'
 import { authCache } from '#identity/services/auth_cache'
 import { preparedQuery } from '#core/database/prepared_query'
 import { INSTANCE_ID, deadHoldersIn } from '#core/jobs/instance'
-import type { TokenUsage } from '#chat/services/metering'
 
 /**
  * Credit holds for hosted model requests (see the chat_credit_holds
@@ -18,6 +17,10 @@ import type { TokenUsage } from '#chat/services/metering'
  * in one atomic step, so every paid hosted request leaves exactly one
  * `llm` ledger entry (a free one leaves none: the ledger holds no
  * zero-credit debits).
+ *
+ * They live in the credits area, next to the ledger, because they write the
+ * balance and the ledger: no other area writes `ai_credits_balance` or
+ * `credit_ledger` (the model proxy in chat calls these).
  */
 export interface CreditHold {
   id: string
@@ -28,7 +31,8 @@ export interface CreditHold {
 export interface Charge {
   provider: string
   model: string
-  usage: TokenUsage
+  /** The tokens billed (chat's TokenUsage). */
+  usage: { inputTokens: number; outputTokens: number }
   credits: number
   metadata?: Record<string, unknown>
 }
@@ -43,7 +47,7 @@ export async function reserveCredits(userId: string, credits: number): Promise<C
   // earlier record too. A hold lost to a database crash before any later
   // flush had given the credits back, exactly like an expired hold.
   const result = await preparedQuery<{ balance: number; txid: string }>(
-    'chat.reserve_credits',
+    'credits.reserve_hold',
     `with relaxed as materialized (
        select set_config('synchronous_commit', 'off', true) as setting),
      taken as (
@@ -87,7 +91,7 @@ export async function settleHold(hold: CreditHold, charge: Charge): Promise<numb
     return 0
   }
   const result = await preparedQuery<{ balance_after: number; txid: string }>(
-    'chat.settle_hold',
+    'credits.settle_hold',
     `with hold as (
        select credits from chat_credit_holds where id = $1 for update),
      charged as (
