@@ -1,3 +1,9 @@
+import {
+  CompletionStreamError,
+  completionDeltas,
+  openAiUsage,
+  type StreamedCompletion,
+} from '#core/openai/wire'
 import type { ContainerChatChunk, ContainerChatReply, ContainerChatRequest } from '#runtime/types'
 
 /**
@@ -85,16 +91,6 @@ async function post(
   return { response, clear }
 }
 
-function usageOf(body: any): ContainerChatReply['usage'] {
-  const usage = body?.usage
-  if (!usage || typeof usage.total_tokens !== 'number') return undefined
-  return {
-    promptTokens: usage.prompt_tokens ?? 0,
-    completionTokens: usage.completion_tokens ?? 0,
-    totalTokens: usage.total_tokens,
-  }
-}
-
 /** One whole reply (`stream: false`). */
 export async function chatOnce(
   target: ChatTarget,
@@ -110,32 +106,14 @@ export async function chatOnce(
         body?.error?.message ? `agent error: ${body.error.message}` : 'agent reply has no content'
       )
     }
-    return { content, model: String(body.model ?? target.model), usage: usageOf(body) }
+    return {
+      content,
+      model: String(body.model ?? target.model),
+      usage: openAiUsage(body) ?? undefined,
+    }
   } finally {
     clear()
   }
-}
-
-/** Splits an SSE byte stream into the `data:` payloads of its events. */
-export async function* sseData(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
-  const decoder = new TextDecoder()
-  let buffer = ''
-  for await (const chunk of body) {
-    buffer += decoder.decode(chunk, { stream: true })
-    let boundary
-    while ((boundary = buffer.search(/\r?\n\r?\n/)) >= 0) {
-      const event = buffer.slice(0, boundary)
-      buffer = buffer.slice(boundary).replace(/^\r?\n\r?\n/, '')
-      const data = event
-        .split(/\r?\n/)
-        .filter((line) => line.startsWith('data:'))
-        .map((line) => line.slice(5).replace(/^ /, ''))
-        .join('\n')
-      if (data) yield data
-    }
-  }
-  const rest = buffer.trim()
-  if (rest.startsWith('data:')) yield rest.slice(5).trim()
 }
 
 /**
@@ -153,44 +131,24 @@ export async function* chatStream(
   clear()
   const onAbort = () => void response.body?.cancel().catch(() => undefined)
   request.signal?.addEventListener('abort', onAbort, { once: true })
-  let content = ''
-  let model = target.model
-  let usage: ContainerChatReply['usage']
-  let done = false
+  let reply: StreamedCompletion
   try {
     if (!response.body) throw new ContainerChatError('agent stream has no body')
-    for await (const data of sseData(response.body)) {
-      if (data === '[DONE]') {
-        done = true
-        break
-      }
-      let event: any
-      try {
-        event = JSON.parse(data)
-      } catch {
-        continue
-      }
-      if (event?.error) {
-        throw new ContainerChatError(
-          `agent stream error: ${event.error.message ?? JSON.stringify(event.error)}`
-        )
-      }
-      if (typeof event?.model === 'string') model = event.model
-      usage = usageOf(event) ?? usage
-      const token = event?.choices?.[0]?.delta?.content
-      if (typeof token === 'string' && token.length > 0) {
-        content += token
-        yield { token }
-      }
-    }
+    const deltas = completionDeltas(response.body, target.model)
+    let step = await deltas.next()
+    for (; !step.done; step = await deltas.next()) yield { token: step.value }
+    reply = step.value
   } catch (error) {
     if (request.signal?.aborted || error instanceof ContainerChatError) throw error
+    if (error instanceof CompletionStreamError) {
+      throw new ContainerChatError(`agent stream error: ${error.message}`)
+    }
     throw new ContainerChatError(`agent stream broke: ${(error as Error).message}`, undefined, {
       cause: error,
     })
   } finally {
     request.signal?.removeEventListener('abort', onAbort)
   }
-  if (!done) throw new ContainerChatError('agent stream ended without [DONE]')
-  return { content, model, usage }
+  if (!reply.done) throw new ContainerChatError('agent stream ended without [DONE]')
+  return { content: reply.content, model: reply.model, usage: reply.usage ?? undefined }
 }

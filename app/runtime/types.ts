@@ -4,6 +4,7 @@
  * `ContainerDriver`, chosen by AGENT_RUNTIME (`process`, the default, or
  * `docker`). Every type the agents and chat areas need is in this file.
  */
+import type { TokenUsage } from '#core/openai/wire'
 import type {
   AgentFileReader,
   AgentResources,
@@ -277,7 +278,7 @@ export interface ContainerChatReply {
   content: string
   /** The model name the framework answered with. */
   model: string
-  usage?: { promptTokens: number; completionTokens: number; totalTokens: number }
+  usage?: TokenUsage
 }
 
 /** One streamed piece of a reply. */

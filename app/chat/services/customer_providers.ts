@@ -1,7 +1,7 @@
 import { chatConfig } from '#config/chat'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
-import { openAiUsage, type TokenUsage } from '#chat/services/metering'
-import { sseEvents, upstreamRequest, type UpstreamResponse } from '#chat/services/upstream_http'
+import { CompletionStreamError, completionDeltas, openAiUsage, sseEvents } from '#core/openai/wire'
+import { upstreamRequest, type UpstreamResponse } from '#chat/services/upstream_http'
 import type { ChatTurn, ModelReply } from '#chat/services/types'
 
 /**
@@ -82,6 +82,9 @@ async function send(
 
 function broken(call: ProviderCall, error: unknown): Error {
   if (call.signal?.aborted || error instanceof ProviderError) return error as Error
+  if (error instanceof CompletionStreamError) {
+    return new ProviderError(`${providerLabel(call.provider)} failed: ${error.message}`)
+  }
   return new ProviderError(
     `${providerLabel(call.provider)} broke off: ${(error as Error).message}`,
     { cause: error }
@@ -109,34 +112,10 @@ async function openAiCompatible(call: ProviderCall): Promise<ModelReply> {
       return { content, model: String(body.model ?? call.model), usage: openAiUsage(body) }
     }
     response.streaming()
-    let content = ''
-    let model = call.model
-    let usage: TokenUsage | null = null
-    let done = false
-    for await (const { data } of sseEvents(response.body)) {
-      if (data === '[DONE]') {
-        done = true
-        continue
-      }
-      let event: any
-      try {
-        event = JSON.parse(data)
-      } catch {
-        continue
-      }
-      if (event?.error) {
-        throw new ProviderError(
-          `${providerLabel(call.provider)} failed: ${event.error.message ?? JSON.stringify(event.error)}`
-        )
-      }
-      if (typeof event?.model === 'string') model = event.model
-      usage = openAiUsage(event) ?? usage
-      const token = event?.choices?.[0]?.delta?.content
-      if (typeof token === 'string' && token) {
-        content += token
-        call.onToken!(token)
-      }
-    }
+    const deltas = completionDeltas(response.body, call.model)
+    let step = await deltas.next()
+    for (; !step.done; step = await deltas.next()) call.onToken!(step.value)
+    const { content, model, usage, done } = step.value
     if (!done) throw new ProviderError(`${providerLabel(call.provider)} ended the stream early`)
     return { content, model, usage }
   } catch (error) {
@@ -193,12 +172,7 @@ async function anthropic(call: ProviderCall): Promise<ModelReply> {
       return {
         content,
         model: String(body.model ?? call.model),
-        usage: body.usage
-          ? {
-              inputTokens: Number(body.usage.input_tokens ?? 0),
-              outputTokens: Number(body.usage.output_tokens ?? 0),
-            }
-          : null,
+        usage: openAiUsage(body),
       }
     }
     response.streaming()

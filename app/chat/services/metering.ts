@@ -1,10 +1,8 @@
 import { LOCAL_DEV_MODEL, modelProxyConfig, type ModelRate } from '#config/model_proxy'
+import type { TokenUsage } from '#core/openai/wire'
 
-/** Tokens billed for one model call. */
-export interface TokenUsage {
-  inputTokens: number
-  outputTokens: number
-}
+/** Tokens billed for one model call (the wire's usage). */
+export type { TokenUsage }
 
 const FREE: ModelRate = { input: 0, output: 0 }
 
@@ -89,17 +87,4 @@ export function promptTokensUpperBound(request: Record<string, unknown>): number
     mediaParts(request.messages) * MEDIA_PART_TOKENS +
     PROMPT_OVERHEAD_TOKENS
   )
-}
-
-/** The usage an OpenAI-compatible answer reports, or null. */
-export function openAiUsage(body: any): TokenUsage | null {
-  const usage = body?.usage
-  if (!usage || typeof usage !== 'object') return null
-  const input = Number(usage.prompt_tokens ?? usage.input_tokens)
-  const output = Number(usage.completion_tokens ?? usage.output_tokens)
-  if (!Number.isFinite(input) || !Number.isFinite(output)) return null
-  return {
-    inputTokens: Math.max(0, Math.round(input)),
-    outputTokens: Math.max(0, Math.round(output)),
-  }
 }

@@ -15,12 +15,12 @@ import { localDevChunks, localDevCompletion } from '#chat/services/local_dev_mod
 import {
   creditsFor,
   estimateTokens,
-  openAiUsage,
   promptTokensUpperBound,
   rateFor,
   type TokenUsage,
 } from '#chat/services/metering'
-import { sseEvents, upstreamRequest, type UpstreamResponse } from '#chat/services/upstream_http'
+import { openAiUsage, sseEvents } from '#core/openai/wire'
+import { upstreamRequest, type UpstreamResponse } from '#chat/services/upstream_http'
 import type { ModelReply } from '#chat/services/types'
 
 /**

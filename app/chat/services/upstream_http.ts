@@ -151,37 +151,3 @@ export function upstreamRequest(url: string, options: UpstreamRequest): Promise<
     request.end(payload)
   })
 }
-
-export interface SseEvent {
-  /** The `event:` name, when the server sent one (Anthropic does). */
-  event: string | null
-  /** The joined `data:` lines. */
-  data: string
-}
-
-/** Splits an SSE byte stream into events (comments and empty events are skipped). */
-export async function* sseEvents(body: AsyncIterable<Buffer | string>): AsyncGenerator<SseEvent> {
-  let buffer = ''
-  for await (const chunk of body) {
-    buffer += typeof chunk === 'string' ? chunk : chunk.toString('utf8')
-    if (buffer.includes('\r')) buffer = buffer.replace(/\r\n?/g, '\n')
-    let boundary: number
-    while ((boundary = buffer.indexOf('\n\n')) >= 0) {
-      const parsed = parseEvent(buffer.slice(0, boundary))
-      buffer = buffer.slice(boundary + 2)
-      if (parsed) yield parsed
-    }
-  }
-  const rest = parseEvent(buffer)
-  if (rest) yield rest
-}
-
-function parseEvent(block: string): SseEvent | null {
-  let event: string | null = null
-  const data: string[] = []
-  for (const line of block.split('\n')) {
-    if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5))
-    else if (line.startsWith('event:')) event = line.slice(6).trim()
-  }
-  return data.length > 0 ? { event, data: data.join('\n') } : null
-}

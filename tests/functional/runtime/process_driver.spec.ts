@@ -70,7 +70,7 @@ test.group('Runtime / process driver lifecycle', (group) => {
     })
     assert.equal(reply.content, 'echo: hello there')
     assert.equal(reply.model, 'fixture')
-    assert.equal(reply.usage?.promptTokens, 3)
+    assert.equal(reply.usage?.inputTokens, 3)
 
     const stream = harness.runtime.chatStream(agentId, {
       conversationId: 'conv-1',
