@@ -10,18 +10,23 @@
 | preload files (start/jobs.ts, start/export_sections.ts, start/transmit.ts,
 | start/view.ts, start/knowledge.ts).
 |
+| Each file is awaited in turn, so routes are registered in exactly this
+| order, which is the order /openapi.json and the docs explorer list them in
+| (with plain imports, a routes file whose imports wait on a top-level await
+| would register after the others, whatever its place in the list).
+|
 */
-import '#identity/routes'
-import '#credits/routes'
-import '#support/routes'
-import '#billing/routes'
-import '#referrals/routes'
-import '#chat/routes'
-import '#agents/routes'
-import '#skills/routes'
-import '#schedules/routes'
-import '#knowledge/routes'
-import '#tools/routes'
-import '#channels/routes'
-import '#console/routes'
-import '#core/routes'
+await import('#credits/routes')
+await import('#referrals/routes')
+await import('#skills/routes')
+await import('#knowledge/routes')
+await import('#tools/routes')
+await import('#channels/routes')
+await import('#schedules/routes')
+await import('#support/routes')
+await import('#billing/routes')
+await import('#console/routes')
+await import('#identity/routes')
+await import('#chat/routes')
+await import('#agents/routes')
+await import('#core/routes')
