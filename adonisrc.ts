@@ -34,7 +34,16 @@ export default defineConfig({
     { file: () => import('#providers/http_server_provider'), environment: ['web', 'test'] },
   ],
 
-  preloads: [() => import('#start/routes'), () => import('#start/kernel')],
+  // Start-up registrations (docs: README "Start-up"); routes files only declare routes.
+  preloads: [
+    () => import('#start/routes'),
+    () => import('#start/kernel'),
+    () => import('#start/jobs'),
+    () => import('#start/export_sections'),
+    () => import('#start/transmit'),
+    () => import('#start/view'),
+    () => import('#start/knowledge'),
+  ],
 
   tests: {
     suites: [

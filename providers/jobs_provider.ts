@@ -1,9 +1,10 @@
 import type { ApplicationService } from '@adonisjs/core/types'
 
 /**
- * Starts the periodic jobs that areas registered (registerPeriodicJob) once
- * the HTTP server is ready, and stops them on shutdown. Only the web
- * environment runs them: ace commands and tests do not.
+ * Starts the periodic jobs registered in start/jobs.ts (a preload file,
+ * imported before this `ready`) once the HTTP server is ready, and stops
+ * them on shutdown. Only the web environment runs them: ace commands and
+ * tests do not.
  */
 export default class JobsProvider {
   constructor(protected app: ApplicationService) {}

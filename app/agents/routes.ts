@@ -1,8 +1,6 @@
 import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
 import { programmaticApi } from '#identity/middleware/programmatic_api'
-import { exportSections } from '#identity/services/export_sections'
-import { agentsForExport } from '#agents/services/agent_service'
 
 const AgentsController = () => import('#agents/controllers/agents_controller')
 const AgentRuntimeController = () => import('#agents/controllers/agent_runtime_controller')
@@ -90,5 +88,3 @@ router
   .as('api.v1.agents')
   .where('id', uuid)
   .use(programmaticApi)
-
-exportSections.register('agents', agentsForExport)

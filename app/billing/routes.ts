@@ -1,11 +1,5 @@
 import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
-import { registerPeriodicJob } from '#core/jobs/periodic_jobs'
-import { exportSections } from '#identity/services/export_sections'
-import Payment from '#billing/models/payment'
-import AddonSubscription from '#billing/models/addon_subscription'
-import { exportPayment } from '#billing/services/payment_view'
-import { billingLapseJob } from '#billing/services/lapse_job'
 
 const FeaturesController = () => import('#billing/controllers/features_controller')
 const WalletController = () => import('#billing/controllers/wallet_controller')
@@ -42,23 +36,3 @@ router
   .prefix('/auth')
   .as('auth.wallet')
   .use(middleware.auth({ guards: ['jwt'] }))
-
-exportSections.register('payments', async (userId) => {
-  const rows = await Payment.query().where('user_id', userId).orderBy('created_at', 'asc')
-  return rows.map(exportPayment)
-})
-
-exportSections.register('addon_subscriptions', async (userId) => {
-  const rows = await AddonSubscription.query().where('user_id', userId).orderBy('created_at', 'asc')
-  return rows.map((row) => ({
-    id: row.id,
-    addon: row.addonKey,
-    extraAgents: row.extraAgents,
-    paymentId: row.paymentId,
-    startsAt: row.startsAt.toUTC().toISO(),
-    expiresAt: row.expiresAt.toUTC().toISO(),
-    lapsedAt: row.lapsedAt?.toUTC().toISO() ?? null,
-  }))
-})
-
-registerPeriodicJob(billingLapseJob)

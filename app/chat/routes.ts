@@ -1,12 +1,6 @@
 import router from '@adonisjs/core/services/router'
-import db from '@adonisjs/lucid/services/db'
 import { middleware } from '#start/kernel'
 import { programmaticApi } from '#identity/middleware/programmatic_api'
-import { registerPeriodicJob } from '#core/jobs/periodic_jobs'
-import { exportSections } from '#identity/services/export_sections'
-import { pruneStoredMessages } from '#chat/services/history_service'
-import { releaseExpiredHolds } from '#credits/services/credit_holds'
-import { purgeExpiredIdempotencyKeys } from '#chat/services/idempotency'
 
 const ChatController = () => import('#chat/controllers/chat_controller')
 const HistoryController = () => import('#chat/controllers/history_controller')
@@ -42,43 +36,3 @@ router
   })
   .prefix('/v1')
   .as('modelProxy')
-
-registerPeriodicJob({
-  name: 'chat.prune_messages',
-  everyMs: 60 * 60_000,
-  run: async () => {
-    await pruneStoredMessages()
-  },
-})
-registerPeriodicJob({
-  name: 'chat.release_credit_holds',
-  // Also right after start: holds of a killed predecessor come back at once.
-  everyMs: 60_000,
-  run: async () => {
-    await releaseExpiredHolds()
-  },
-})
-registerPeriodicJob({
-  name: 'chat.purge_idempotency_keys',
-  everyMs: 60 * 60_000,
-  run: async () => {
-    await purgeExpiredIdempotencyKeys()
-  },
-})
-
-exportSections.register('conversations', async (userId) => {
-  const result = await db.rawQuery(
-    `select m.agent_id, m.role, m.content, m.created_at from chat_messages m
-       join agents a on a.id = m.agent_id
-      where a.user_id = ? order by m.agent_id, m.created_at, m.seq`,
-    [userId]
-  )
-  return (
-    result.rows as { agent_id: string; role: string; content: string; created_at: Date }[]
-  ).map((row) => ({
-    agentId: row.agent_id,
-    role: row.role,
-    content: row.content,
-    ts: row.created_at.getTime(),
-  }))
-})

@@ -1,8 +1,6 @@
 import router from '@adonisjs/core/services/router'
 import transmit from '@adonisjs/transmit/services/main'
 import { middleware } from '#start/kernel'
-import { registerLiveUpdates } from '#console/services/live_updates'
-import '#console/services/view_helpers'
 
 const Session = () => import('#console/controllers/console_session_controller')
 const Pages = () => import('#console/controllers/console_pages_controller')
@@ -71,4 +69,3 @@ router
 transmit.registerRoutes((route) => {
   route.use([middleware.session(), middleware.consoleAuth()])
 })
-registerLiveUpdates()

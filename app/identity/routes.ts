@@ -1,10 +1,6 @@
 import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
 import { programmaticApi } from '#identity/middleware/programmatic_api'
-import { registerIdentityExportSections } from '#identity/services/identity_export_sections'
-import { registerPeriodicJob } from '#core/jobs/periodic_jobs'
-import { mailOutboxJob } from '#identity/services/mail_outbox'
-import { sendMail } from '#identity/services/mailer'
 
 const AuthController = () => import('#identity/controllers/auth_controller')
 const ApiKeysController = () => import('#identity/controllers/api_keys_controller')
@@ -12,9 +8,6 @@ const PasswordController = () => import('#identity/controllers/password_controll
 const NotificationsController = () => import('#identity/controllers/notifications_controller')
 const DataExportController = () => import('#identity/controllers/data_export_controller')
 const ProgrammaticController = () => import('#identity/controllers/programmatic_controller')
-
-registerIdentityExportSections()
-registerPeriodicJob(mailOutboxJob(sendMail))
 
 router
   .group(() => {

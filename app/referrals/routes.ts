@@ -1,7 +1,5 @@
 import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
-import { exportSections } from '#identity/services/export_sections'
-import ReferralReward from '#referrals/models/referral_reward'
 
 const ReferralsController = () => import('#referrals/controllers/referrals_controller')
 
@@ -16,18 +14,3 @@ router
   .prefix('/referrals')
   .as('referrals')
   .use(middleware.auth({ guards: ['jwt'] }))
-
-exportSections.register('referral_rewards', async (userId) => {
-  const rows = await ReferralReward.query()
-    .where('referrer_id', userId)
-    .orWhere('referred_id', userId)
-    .orderBy('created_at', 'asc')
-  return rows.map((row) => ({
-    id: row.id,
-    role: row.referrerId === userId ? 'referrer' : 'referred',
-    referrerId: row.referrerId,
-    referredId: row.referredId,
-    credits: row.creditsEach,
-    createdAt: row.createdAt.toUTC().toISO(),
-  }))
-})

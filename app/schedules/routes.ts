@@ -1,7 +1,5 @@
 import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
-import { registerPeriodicJob } from '#core/jobs/periodic_jobs'
-import { runDueSchedules } from '#schedules/services/schedule_service'
 
 const SchedulesController = () => import('#schedules/controllers/schedules_controller')
 
@@ -18,10 +16,3 @@ router
   .as('agents.schedules')
   .where('id', router.matchers.uuid())
   .use(middleware.auth({ guards: ['jwt'] }))
-
-// Every 15 s; due tasks are claimed row by row, so instances never run one twice.
-registerPeriodicJob({
-  name: 'schedules.run_due',
-  everyMs: 15_000,
-  run: () => runDueSchedules().then(() => {}),
-})

@@ -1,7 +1,5 @@
 import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
-import { exportSections } from '#identity/services/export_sections'
-import { ticketsOf } from '#support/services/ticket_service'
 
 const TicketsController = () => import('#support/controllers/tickets_controller')
 
@@ -15,5 +13,3 @@ router
   .prefix('/support')
   .as('support')
   .use(middleware.auth({ guards: ['jwt'] }))
-
-exportSections.register('support_tickets', ticketsOf)

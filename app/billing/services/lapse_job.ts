@@ -189,7 +189,7 @@ export async function runBillingLapse(now: DateTime = DateTime.utc()): Promise<L
   return { tiersLapsed, addonsLapsed: addonLapse.ids, paused, resumed, monthlyGrants }
 }
 
-/** Registered by app/billing/routes.ts; runs every minute on one instance at a time. */
+/** Registered by start/jobs.ts; runs every minute on one instance at a time. */
 export const billingLapseJob: PeriodicJob = {
   name: 'billing:lapse',
   everyMs: 60_000,

@@ -3,6 +3,7 @@ import db from '@adonisjs/lucid/services/db'
 import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
 import { chatConfig } from '#config/chat'
 import { preparedQuery } from '#core/database/prepared_query'
+import type { PeriodicJob } from '#core/jobs/periodic_jobs'
 
 /**
  * Stored conversations (table chat_messages) and the per-day message
@@ -181,4 +182,31 @@ export async function pruneStoredMessages(now = new Date()): Promise<number> {
     await db.transaction((trx) => trimAgent(trx, agentId))
   }
   return removed
+}
+
+/** Registered by start/jobs.ts: prunes the stored messages every hour. */
+export const pruneStoredMessagesJob: PeriodicJob = {
+  name: 'chat.prune_messages',
+  everyMs: 60 * 60_000,
+  run: async () => {
+    await pruneStoredMessages()
+  },
+}
+
+/** The `conversations` section of the data export: every stored message of the account's agents. */
+export async function conversationsForExport(userId: string) {
+  const result = await db.rawQuery(
+    `select m.agent_id, m.role, m.content, m.created_at from chat_messages m
+       join agents a on a.id = m.agent_id
+      where a.user_id = ? order by m.agent_id, m.created_at, m.seq`,
+    [userId]
+  )
+  return (
+    result.rows as { agent_id: string; role: string; content: string; created_at: Date }[]
+  ).map((row) => ({
+    agentId: row.agent_id,
+    role: row.role,
+    content: row.content,
+    ts: row.created_at.getTime(),
+  }))
 }

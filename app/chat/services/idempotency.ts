@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto'
 import db from '@adonisjs/lucid/services/db'
 import { chatConfig } from '#config/chat'
 import { RateLimitExceededException, ValidationException } from '#core/exceptions/api_exceptions'
+import type { PeriodicJob } from '#core/jobs/periodic_jobs'
 
 /**
  * `Idempotency-Key` on the chat routes: the first request with a key runs
@@ -141,4 +142,13 @@ export async function startIdempotent(scope: IdempotencyScope): Promise<Idempote
 export async function purgeExpiredIdempotencyKeys(): Promise<number> {
   const result = await db.rawQuery('delete from chat_idempotency_keys where expires_at < now()')
   return result.rowCount ?? 0
+}
+
+/** Registered by start/jobs.ts: purges the expired keys every hour. */
+export const purgeExpiredIdempotencyKeysJob: PeriodicJob = {
+  name: 'chat.purge_idempotency_keys',
+  everyMs: 60 * 60_000,
+  run: async () => {
+    await purgeExpiredIdempotencyKeys()
+  },
 }

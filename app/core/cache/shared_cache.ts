@@ -2,6 +2,7 @@ import db from '@adonisjs/lucid/services/db'
 import logger from '@adonisjs/core/services/logger'
 import redis from '@adonisjs/redis/services/main'
 import env from '#start/env'
+import type { PeriodicJob } from '#core/jobs/periodic_jobs'
 
 /**
  * Short-lived values every service instance shares (a result one instance
@@ -102,4 +103,11 @@ export async function cacheClear(prefix: string): Promise<void> {
 export async function purgeExpired(): Promise<number> {
   const deleted = await db.from('shared_cache').whereRaw('expires_at <= now()').delete()
   return Number(deleted)
+}
+
+/** Registered by start/jobs.ts: the database copy keeps only what has not expired. */
+export const purgeExpiredCacheJob: PeriodicJob = {
+  name: 'cache.purge',
+  everyMs: 10 * 60_000,
+  run: () => purgeExpired().then(() => {}),
 }

@@ -7,6 +7,7 @@ import { InsufficientCreditsException } from '#core/exceptions/api_exceptions'
 import { authCache } from '#identity/services/auth_cache'
 import { preparedQuery } from '#core/database/prepared_query'
 import { INSTANCE_ID, deadHoldersIn } from '#core/jobs/instance'
+import type { PeriodicJob } from '#core/jobs/periodic_jobs'
 
 /**
  * Credit holds for hosted model requests (see the chat_credit_holds
@@ -214,4 +215,14 @@ export async function releaseExpiredHolds(now = new Date()): Promise<number> {
   }
   if (total > 0) logger.warn({ holds: total }, 'chat: returned credit holds of unsettled requests')
   return total
+}
+
+/** Registered by start/jobs.ts: gives expired holds back every minute. */
+export const releaseExpiredHoldsJob: PeriodicJob = {
+  name: 'chat.release_credit_holds',
+  // Also right after start: holds of a killed predecessor come back at once.
+  everyMs: 60_000,
+  run: async () => {
+    await releaseExpiredHolds()
+  },
 }

@@ -1,7 +1,7 @@
 import { tierPlan } from '#config/plans'
 import { NotFoundException } from '#core/exceptions/api_exceptions'
 import { requireRole } from '#identity/services/roles'
-import type CreditLedgerEntry from '#credits/models/credit_ledger_entry'
+import CreditLedgerEntry from '#credits/models/credit_ledger_entry'
 import { isLaterAliasAccount } from '#credits/services/monthly_grant'
 import creditLedger from '#credits/services/credit_ledger'
 import User from '#identity/models/user'
@@ -95,4 +95,23 @@ export async function grantCredits(
     balance: result.balance,
     createdAt: result.entry.createdAt.toUTC().toISO(),
   }
+}
+
+/** The `credit_ledger` section of the data export: every entry of the account, oldest first. */
+export async function creditLedgerForExport(userId: string) {
+  const rows = await CreditLedgerEntry.query().where('user_id', userId).orderBy('seq', 'asc')
+  return rows.map((row) => ({
+    id: row.id,
+    kind: row.kind,
+    credits: row.credits,
+    balanceAfter: row.balanceAfter,
+    reason: row.reason,
+    actorId: row.actorId,
+    provider: row.provider,
+    model: row.model,
+    inputTokens: row.inputTokens,
+    outputTokens: row.outputTokens,
+    metadata: row.metadata,
+    createdAt: row.createdAt.toUTC().toISO(),
+  }))
 }

@@ -1,8 +1,9 @@
 /**
- * Sections of the personal data export. Each area contributes its own, from
- * its routes file (loaded at boot), without touching the export code:
+ * Sections of the personal data export. Each area contributes its own (a
+ * collector in its service, registered by the preload start/export_sections.ts)
+ * without touching the export code:
  *
- *   exportSections.register('agents', async (userId) => rows)
+ *   exportSections.register('agents', agentsForExport)
  *
  * A section is written to the ZIP as `<name>.json`. Values of fields whose
  * name ends in key, token, secret or password are replaced by `***` in every

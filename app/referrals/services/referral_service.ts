@@ -173,3 +173,19 @@ export async function validate(code: string) {
     : null
   return { valid: referrer !== null, referrerUsername: referrer?.username ?? null }
 }
+
+/** The `referral_rewards` section of the data export: rewards the account gave or received. */
+export async function referralRewardsForExport(userId: string) {
+  const rows = await ReferralReward.query()
+    .where('referrer_id', userId)
+    .orWhere('referred_id', userId)
+    .orderBy('created_at', 'asc')
+  return rows.map((row) => ({
+    id: row.id,
+    role: row.referrerId === userId ? 'referrer' : 'referred',
+    referrerId: row.referrerId,
+    referredId: row.referredId,
+    credits: row.creditsEach,
+    createdAt: row.createdAt.toUTC().toISO(),
+  }))
+}

@@ -2,6 +2,7 @@ import db from '@adonisjs/lucid/services/db'
 import logger from '@adonisjs/core/services/logger'
 import { NotFoundException, ValidationException } from '#core/exceptions/api_exceptions'
 import { INSTANCE_ID, deadHoldersIn } from '#core/jobs/instance'
+import type { PeriodicJob } from '#core/jobs/periodic_jobs'
 import { tierPlan } from '#config/plans'
 import type User from '#identity/models/user'
 import Agent from '#agents/models/agent'
@@ -242,4 +243,14 @@ export async function runDueSchedules(now = new Date(), holder = INSTANCE_ID): P
     )
   )
   return rows.length
+}
+
+/**
+ * Registered by start/jobs.ts. Every 15 s; due tasks are claimed row by row,
+ * so instances never run one twice.
+ */
+export const runDueSchedulesJob: PeriodicJob = {
+  name: 'schedules.run_due',
+  everyMs: 15_000,
+  run: () => runDueSchedules().then(() => {}),
 }
