@@ -8,6 +8,7 @@ import { authCache } from '#identity/services/auth_cache'
 import { preparedQuery } from '#core/database/prepared_query'
 import { INSTANCE_ID, deadHoldersIn } from '#core/jobs/instance'
 import type { PeriodicJob } from '#core/jobs/periodic_jobs'
+import type { TokenUsage } from '#core/openai/wire'
 
 /**
  * Credit holds for hosted model requests (see the chat_credit_holds
@@ -32,8 +33,8 @@ export interface CreditHold {
 export interface Charge {
   provider: string
   model: string
-  /** The tokens billed (chat's TokenUsage). */
-  usage: { inputTokens: number; outputTokens: number }
+  /** The tokens billed. */
+  usage: TokenUsage
   credits: number
   metadata?: Record<string, unknown>
 }
