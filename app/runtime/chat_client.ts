@@ -4,6 +4,7 @@ import {
   openAiUsage,
   type StreamedCompletion,
 } from '#core/openai/wire'
+import { upstreamRequest, type UpstreamResponse } from '#core/openai/upstream_http'
 import type { ContainerChatChunk, ContainerChatReply, ContainerChatRequest } from '#runtime/types'
 
 /**
@@ -34,61 +35,45 @@ export interface ChatTimeouts {
 }
 
 function requestBody(target: ChatTarget, request: ContainerChatRequest, stream: boolean) {
-  return JSON.stringify({
+  return {
     model: target.model,
     messages: request.messages,
     stream,
     ...(stream ? { stream_options: { include_usage: true } } : {}),
-    // OpenAI `user`: frameworks derive a stable session from it.
+    // OpenAI's `user` field: frameworks key their sessions on it.
     user: request.conversationId,
-  })
+  }
 }
 
+/** Sends the request; an error status or no answer is a ContainerChatError. */
 async function post(
   target: ChatTarget,
   request: ContainerChatRequest,
   stream: boolean,
   timeoutMs: number
-): Promise<{ response: Response; clear: () => void }> {
-  const controller = new AbortController()
-  const timer = setTimeout(
-    () => controller.abort(new ContainerChatError(`no answer within ${timeoutMs}ms`)),
-    timeoutMs
-  )
-  const onAbort = () => controller.abort(request.signal?.reason)
-  request.signal?.addEventListener('abort', onAbort, { once: true })
-  const clear = () => {
-    clearTimeout(timer)
-    request.signal?.removeEventListener('abort', onAbort)
-  }
-  let response: Response
+): Promise<UpstreamResponse> {
+  let response: UpstreamResponse
   try {
-    response = await fetch(target.url, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        'accept': stream ? 'text/event-stream' : 'application/json',
-        ...target.headers,
-      },
+    response = await upstreamRequest(target.url, {
+      headers: { accept: stream ? 'text/event-stream' : 'application/json', ...target.headers },
       body: requestBody(target, request, stream),
-      signal: controller.signal,
+      signal: request.signal,
+      timeoutMs,
     })
   } catch (error) {
-    clear()
     if (request.signal?.aborted) throw error
-    throw new ContainerChatError(`agent unreachable: ${(error as Error).message}`, undefined, {
+    throw new ContainerChatError(`agent: ${(error as Error).message}`, undefined, {
       cause: error,
     })
   }
-  if (!response.ok) {
+  if (response.status < 200 || response.status > 299) {
     const text = await response.text().catch(() => '')
-    clear()
     throw new ContainerChatError(
       `agent answered ${response.status}: ${text.slice(0, 300)}`,
       response.status
     )
   }
-  return { response, clear }
+  return response
 }
 
 /** One whole reply (`stream: false`). */
@@ -97,22 +82,23 @@ export async function chatOnce(
   request: ContainerChatRequest,
   timeouts: ChatTimeouts = {}
 ): Promise<ContainerChatReply> {
-  const { response, clear } = await post(target, request, false, timeouts.replyTimeoutMs ?? 300_000)
-  try {
-    const body: any = await response.json().catch(() => undefined)
-    const content = body?.choices?.[0]?.message?.content
-    if (typeof content !== 'string') {
-      throw new ContainerChatError(
-        body?.error?.message ? `agent error: ${body.error.message}` : 'agent reply has no content'
-      )
-    }
-    return {
-      content,
-      model: String(body.model ?? target.model),
-      usage: openAiUsage(body) ?? undefined,
-    }
-  } finally {
-    clear()
+  const response = await post(target, request, false, timeouts.replyTimeoutMs ?? 300_000)
+  const body: any = await response.json().catch((error: Error) => {
+    if (request.signal?.aborted) throw error
+    throw new ContainerChatError(`agent reply broke off: ${error.message}`, undefined, {
+      cause: error,
+    })
+  })
+  const content = body?.choices?.[0]?.message?.content
+  if (typeof content !== 'string') {
+    throw new ContainerChatError(
+      body?.error?.message ? `agent error: ${body.error.message}` : 'agent reply has no content'
+    )
+  }
+  return {
+    content,
+    model: String(body.model ?? target.model),
+    usage: openAiUsage(body) ?? undefined,
   }
 }
 
@@ -126,14 +112,11 @@ export async function* chatStream(
   request: ContainerChatRequest,
   timeouts: ChatTimeouts = {}
 ): AsyncGenerator<ContainerChatChunk, ContainerChatReply> {
-  const { response, clear } = await post(target, request, true, timeouts.replyTimeoutMs ?? 300_000)
-  // Headers arrived: from here the stream may take as long as the reply does.
-  clear()
-  const onAbort = () => void response.body?.cancel().catch(() => undefined)
-  request.signal?.addEventListener('abort', onAbort, { once: true })
+  const response = await post(target, request, true, timeouts.replyTimeoutMs ?? 300_000)
+  // Headers arrived: the stream may take as long as the reply does, but not go silent for that long.
+  response.streaming()
   let reply: StreamedCompletion
   try {
-    if (!response.body) throw new ContainerChatError('agent stream has no body')
     const deltas = completionDeltas(response.body, target.model)
     let step = await deltas.next()
     for (; !step.done; step = await deltas.next()) yield { token: step.value }
@@ -146,8 +129,6 @@ export async function* chatStream(
     throw new ContainerChatError(`agent stream broke: ${(error as Error).message}`, undefined, {
       cause: error,
     })
-  } finally {
-    request.signal?.removeEventListener('abort', onAbort)
   }
   if (!reply.done) throw new ContainerChatError('agent stream ended without [DONE]')
   return { content: reply.content, model: reply.model, usage: reply.usage ?? undefined }

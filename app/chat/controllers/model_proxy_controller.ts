@@ -21,7 +21,7 @@ import {
   localDevModelEntry,
 } from '#chat/services/local_dev_model'
 import { WARM_UP_MARKER, WARM_UP_REPLY } from '#runtime/warm_up'
-import { upstreamRequest } from '#chat/services/upstream_http'
+import { upstreamRequest } from '#core/openai/upstream_http'
 import { chatConfig } from '#config/chat'
 import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
 import { writeRawJson } from '#chat/services/raw_json'

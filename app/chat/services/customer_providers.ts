@@ -1,7 +1,7 @@
 import { chatConfig } from '#config/chat'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import { CompletionStreamError, completionDeltas, openAiUsage, sseEvents } from '#core/openai/wire'
-import { upstreamRequest, type UpstreamResponse } from '#chat/services/upstream_http'
+import { upstreamRequest, type UpstreamResponse } from '#core/openai/upstream_http'
 import type { ChatTurn, ModelReply } from '#chat/services/types'
 
 /**

@@ -20,7 +20,7 @@ import {
   type TokenUsage,
 } from '#chat/services/metering'
 import { openAiUsage, sseEvents } from '#core/openai/wire'
-import { upstreamRequest, type UpstreamResponse } from '#chat/services/upstream_http'
+import { upstreamRequest, type UpstreamResponse } from '#core/openai/upstream_http'
 import type { ModelReply } from '#chat/services/types'
 
 /**
