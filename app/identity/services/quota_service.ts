@@ -18,24 +18,22 @@ export interface QuotaResult {
   resetAt: Date
 }
 
-/** Largest block of request numbers one instance reserves at once. */
-const MAX_LEASE = 100
-/** A lease used up faster than this is followed by a bigger one. */
-const FAST_REFILL_MS = 1000
-
 /**
- * Request numbers this instance reserved in the shared counter for one
- * account and day: `next`..`end` are still free to hand out.
+ * Requests of one account waiting on this instance for their numbers: they
+ * are counted together in the next increment of the shared counter.
  */
-interface Lease {
-  day: string
-  next: number
-  end: number
-  /** The shared count after this instance's last reservation. */
-  storeCount: number
+interface Batch {
   size: number
-  reservedAt: number
-  pending?: Promise<void>
+  /** Resolves with the shared count after the batch's increment. */
+  counted: Promise<number>
+}
+
+interface KeyQueue {
+  day: string
+  /** The increment on its way to the store, if any. */
+  inFlight?: Promise<unknown>
+  /** Requests that arrived meanwhile: counted by the next increment. */
+  next?: Batch & { start(): void }
 }
 
 function utcDay(now: Date): string {
@@ -94,7 +92,7 @@ function result(limit: number, counted: number, now: Date): QuotaResult {
  * make more to play several server instances sharing one store.
  */
 export class QuotaCounter {
-  #leases = new Map<string, Lease>()
+  #queues = new Map<string, KeyQueue>()
 
   /**
    * Counts one /api/v1 request (or one WebSocket chat message) against the
@@ -102,77 +100,67 @@ export class QuotaCounter {
    */
   async consume(subject: QuotaSubject, now: Date = new Date()): Promise<QuotaResult> {
     const { limit, day, key, store } = counter(subject, now)
-    return result(limit, await this.#requestNumber(key, day, limit, store), now)
+    return result(limit, await this.#requestNumber(key, day, store), now)
   }
 
   /** Today's count without counting anything. */
   async peek(subject: QuotaSubject, now: Date = new Date()): Promise<QuotaResult> {
     const { limit, key, store } = counter(subject, now)
     const response = await store.get(key)
-    const lease = this.#leases.get(key)
-    const unusedHere = lease ? Math.max(0, lease.end - lease.next + 1) : 0
-    return result(limit, Math.max(0, (response?.consumed ?? 0) - unusedHere), now)
+    return result(limit, response?.consumed ?? 0, now)
   }
 
   #forgetOtherDays(today: string) {
-    if (this.#leases.size < 10_000) return
-    for (const [key, lease] of this.#leases) if (lease.day !== today) this.#leases.delete(key)
+    if (this.#queues.size < 10_000) return
+    for (const [key, queue] of this.#queues) {
+      if (queue.day !== today && !queue.inFlight) this.#queues.delete(key)
+    }
   }
 
   /**
    * The number of this request in today's count for the account (1-based).
    *
-   * Numbers come from atomic increments of the shared counter, so no two
-   * requests anywhere get the same number and no more than `limit` numbers
-   * within the limit exist: the limit is never exceeded, on any number of
-   * instances. Under a burst an instance reserves a block of numbers in one
-   * increment (doubling while blocks run out within a second, at most 100 and
-   * at most 1/16 of what is left) and hands them out without a round trip;
-   * at a normal pace it reserves one at a time, so the shared count stays
-   * exact. On one instance the outcome is exact either way (150 concurrent
-   * requests with 100 left: exactly 100 pass). With several, numbers another
-   * instance reserved but has not used yet count as used until it does.
+   * Numbers come from atomic increments of the shared counter, one number
+   * per request, so the count is exact on any number of instances: no two
+   * requests anywhere get the same number, no number is reserved and left
+   * unused, and `X-RateLimit-Remaining` goes down by one per request whichever
+   * instance answers. Requests that arrive on this instance while its
+   * increment for the account is on its way wait for the next one and are
+   * counted together (`INCRBY n`), so a burst costs one round trip per
+   * round trip's worth of requests, not one per request.
    */
-  async #requestNumber(
-    key: string,
-    day: string,
-    limit: number,
-    store: ReturnType<typeof counter>['store']
-  ) {
-    let lease = this.#leases.get(key)
-    if (!lease) {
+  async #requestNumber(key: string, day: string, store: ReturnType<typeof counter>['store']) {
+    let queue = this.#queues.get(key)
+    if (!queue) {
       this.#forgetOtherDays(day)
-      lease = { day, next: 1, end: 0, storeCount: 0, size: 1, reservedAt: 0 }
-      this.#leases.set(key, lease)
+      queue = { day }
+      this.#queues.set(key, queue)
     }
+    const batch = (queue.next ??= this.#newBatch(key, queue, store))
+    const place = batch.size++
+    if (!queue.inFlight) batch.start()
+    const counted = await batch.counted
+    return counted - batch.size + 1 + place
+  }
 
-    while (true) {
-      if (lease.next <= lease.end) return lease.next++
-      // Known to be used up (and the limit has not been raised since).
-      if (lease.end > 0 && lease.storeCount >= limit) return lease.storeCount + 1
-      if (lease.pending) {
-        await lease.pending
-        continue
+  #newBatch(key: string, queue: KeyQueue, store: ReturnType<typeof counter>['store']) {
+    let start!: () => void
+    const counted = new Promise<number>((resolve, reject) => {
+      start = () => {
+        queue.next = undefined
+        const increment = store.increment(key, batch.size).then(
+          (response) => resolve(response.consumed),
+          reject
+        )
+        queue.inFlight = increment.finally(() => {
+          queue.inFlight = undefined
+          // Whoever arrived meanwhile goes now, in one increment.
+          queue.next?.start()
+        })
       }
-
-      const current = lease
-      const fast = Date.now() - current.reservedAt < FAST_REFILL_MS
-      const cap = Math.max(1, Math.min(MAX_LEASE, Math.floor((limit - current.storeCount) / 16)))
-      const size = fast ? Math.min(cap, current.size * 2) : 1
-      current.pending = store
-        .increment(key, size)
-        .then((response) => {
-          current.next = response.consumed - size + 1
-          current.end = response.consumed
-          current.storeCount = response.consumed
-          current.size = size
-          current.reservedAt = Date.now()
-        })
-        .finally(() => {
-          current.pending = undefined
-        })
-      await current.pending
-    }
+    })
+    const batch = { size: 0, counted, start: () => start() }
+    return batch
   }
 }
 
