@@ -1,6 +1,9 @@
 import type { HttpContext } from '@adonisjs/core/http'
-import { AuthRequiredException, ForbiddenException } from '#core/exceptions/api_exceptions'
-import { findAgent, ownedAgent } from '#agents/services/agent_access'
+import { AuthRequiredException } from '#core/exceptions/api_exceptions'
+import { bouncerFor } from '#core/authorization/bouncer'
+import type Agent from '#agents/models/agent'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { followLogs, tailLogs } from '#agents/services/agent_logs'
 import { feedOf } from '#agents/services/feed_service'
@@ -18,8 +21,10 @@ export default class AgentRuntimeController {
    * @description Answers at once with the containerId of the run it scheduled (the running one when it runs already); the container boots, waits in the boot queue or wakes afterwards. A paused agent (plan limit) answers 400.
    * @responseBody 200 - {"success":true,"data":{"status":"started","containerId":"proc-9b2f-1a2b3c"}}
    */
-  async start({ auth, params }: HttpContext) {
-    return agentLifecycle.start(await ownedAgent(auth.getUserOrFail(), params.id))
+  async start({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('operate', agent)
+    return agentLifecycle.start(agent)
   }
 
   /**
@@ -28,8 +33,10 @@ export default class AgentRuntimeController {
    * @description Answers at once: the stored status is stopped, a boot waiting or under way is cancelled and the container stops in the background. Keeps config and data; it can be started again.
    * @responseBody 200 - {"success":true,"data":{"status":"stopped"}}
    */
-  async stop({ auth, params }: HttpContext) {
-    return agentLifecycle.stop(await ownedAgent(auth.getUserOrFail(), params.id))
+  async stop({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('operate', agent)
+    return agentLifecycle.stop(agent)
   }
 
   /**
@@ -38,8 +45,10 @@ export default class AgentRuntimeController {
    * @description Answers at once with the new run's containerId; the container stops and boots with the current config in the background (a booting agent boots once more, not twice).
    * @responseBody 200 - {"success":true,"data":{"status":"restarted","containerId":"proc-9b2f-4d5e6f"}}
    */
-  async restart({ auth, params }: HttpContext) {
-    return agentLifecycle.restart(await ownedAgent(auth.getUserOrFail(), params.id))
+  async restart({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('operate', agent)
+    return agentLifecycle.restart(agent)
   }
 
   /**
@@ -49,8 +58,10 @@ export default class AgentRuntimeController {
    * @responseBody 200 - {"success":true,"data":{"status":"active","containerId":"proc-9b2f-1a2b3c","messageCount":12,"container":"running","queuePosition":null,"phase":"running","phaseSince":"2025-01-02T09:00:00.000Z"}}
    * @nullable containerId, phaseSince
    */
-  async status({ auth, params }: HttpContext) {
-    return statusOf(await ownedAgent(auth.getUserOrFail(), params.id))
+  async status({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
+    return statusOf(agent)
   }
 
   /**
@@ -60,8 +71,10 @@ export default class AgentRuntimeController {
    * @responseBody 200 - {"success":true,"data":{"messagesProcessed":12,"uptimeSecs":3600,"lastActiveAt":"2025-01-02T10:00:00.000Z","containerId":"proc-9b2f-1a2b3c","status":"active","container":"running","queuePosition":null,"phase":"running","phaseSince":"2025-01-02T09:00:00.000Z"}}
    * @nullable lastActiveAt, containerId, phaseSince
    */
-  async stats({ auth, params }: HttpContext) {
-    return statsOf(await ownedAgent(auth.getUserOrFail(), params.id))
+  async stats({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
+    return statsOf(agent)
   }
 
   /**
@@ -70,8 +83,10 @@ export default class AgentRuntimeController {
    * @description A sleeping, queued or starting agent holds no memory: zeros, with status and container saying why. 409 AGENT_NOT_RUNNING when the agent is stopped, paused or failed.
    * @responseBody 200 - {"success":true,"data":{"cpuPercent":1.5,"memoryMb":48.2,"memoryLimitMb":1024,"restartCount":0,"status":"running","container":"running"}}
    */
-  async monitoring({ auth, params }: HttpContext) {
-    return monitoringOf(await ownedAgent(auth.getUserOrFail(), params.id))
+  async monitoring({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
+    return monitoringOf(agent)
   }
 
   /**
@@ -80,8 +95,10 @@ export default class AgentRuntimeController {
    * @description Read from the framework's memory files in the container; 409 when not running.
    * @responseBody 200 - {"success":true,"data":{"memory":{"MEMORY.md":"- prefers short answers"}}}
    */
-  async memory({ auth, params }: HttpContext) {
-    return memoryOf(await ownedAgent(auth.getUserOrFail(), params.id))
+  async memory({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
+    return memoryOf(agent)
   }
 
   /**
@@ -90,8 +107,9 @@ export default class AgentRuntimeController {
    * @description The newest 50 events, newest first: status_change, error, message.
    * @responseBody 200 - {"success":true,"data":{"events":[{"id":"3c1d...","type":"status_change","content":"Agent started","ts":"2025-01-01T00:00:00.000Z"}]}}
    */
-  async feed({ auth, params }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async feed({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
     return { events: await feedOf(agent.id) }
   }
 
@@ -101,8 +119,9 @@ export default class AgentRuntimeController {
    * @description For EventSource clients, which cannot send an Authorization header: open GET /agents/:id/logs?stream=true&token=<token> within 5 minutes. The token is valid for this agent's logs only.
    * @responseBody 200 - {"success":true,"data":{"token":"lgt_...","expiresIn":300,"expiresAt":"2025-01-01T00:05:00.000Z","streamUrl":"/agents/9b2f.../logs?stream=true&token=lgt_..."}}
    */
-  async logsToken({ auth, params }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async logsToken({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
     const { token, expiresAt, expiresIn } = issueLogStreamToken(agent.id, agent.userId)
     return {
       token,
@@ -122,11 +141,15 @@ export default class AgentRuntimeController {
    * @responseBody 200 - 2025-01-01T00:00:00.000Z [agent-host] started
    */
   async logs(ctx: HttpContext) {
-    const { auth, params, request, response } = ctx
+    const { auth, bouncer, params, request, response } = ctx
     const query = await request.validateUsing(logsValidator)
-    const agent = auth.user
-      ? await ownedAgent(auth.user, params.id)
-      : await this.#agentForToken(params.id, query.token)
+    let agent: Agent
+    if (auth.user) {
+      agent = await findAgent(params.id)
+      await bouncer.with(AgentPolicy).authorize('view', agent)
+    } else {
+      agent = await this.#agentForToken(params.id, query.token)
+    }
     const tail = query.tail ?? 100
 
     if (!query.stream) {
@@ -155,8 +178,10 @@ export default class AgentRuntimeController {
     const claims = verifyLogStreamToken(token, agentId)
     if (!claims) throw new AuthRequiredException('The logs token is invalid or expired')
     const agent = await findAgent(agentId)
-    // The agent changed hands or was recreated since the token was issued.
-    if (agent.userId !== claims.userId) throw new ForbiddenException()
+    // The token acts for the account it was issued to, which must still own the agent.
+    await bouncerFor({ id: claims.userId })
+      .with(AgentPolicy)
+      .authorize('followLogsWithToken', agent)
     return agent
   }
 }

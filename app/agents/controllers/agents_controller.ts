@@ -1,6 +1,8 @@
 import type { HttpContext } from '@adonisjs/core/http'
-import { ownedAgent } from '#agents/services/agent_access'
-import { presentDetail } from '#agents/services/agent_presenter'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
+import { assertConfigDepth } from '#agents/services/agent_config'
+import { presentDetail, presentPublic } from '#agents/services/agent_presenter'
 import {
   agentBySlug,
   createAgent,
@@ -53,8 +55,10 @@ export default class AgentsController {
    * @responseBody 200 - {"success":true,"data":{"id":"9b2f...","name":"Support Bot","slug":"support-bot-x7k2qa","status":"active","framework":"openclaw","messageCount":12,"createdAt":"2025-01-01T00:00:00.000Z","description":"Answers questions","avatarUrl":null,"config":{"personality":"Friendly and brief","apiKey":"***"},"integrations":[],"lastActiveAt":"2025-01-02T10:00:00.000Z","updatedAt":"2025-01-01T00:00:00.000Z"}}
    * @nullable description, avatarUrl, lastActiveAt
    */
-  async show({ auth, params }: HttpContext) {
-    return presentDetail(await ownedAgent(auth.getUserOrFail(), params.id))
+  async show({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
+    return presentDetail(agent)
   }
 
   /**
@@ -65,9 +69,12 @@ export default class AgentsController {
    * @responseBody 200 - {"success":true,"data":{"id":"9b2f...","name":"Support Bot 2","slug":"support-bot-x7k2qa","status":"active","framework":"openclaw","messageCount":12,"createdAt":"2025-01-01T00:00:00.000Z","description":"Answers questions","avatarUrl":null,"config":{"personality":"Formal","apiKey":"***"},"integrations":[],"lastActiveAt":null,"updatedAt":"2025-01-03T00:00:00.000Z"}}
    * @nullable description, avatarUrl, lastActiveAt
    */
-  async update({ auth, params, request }: HttpContext) {
+  async update({ bouncer, params, request }: HttpContext) {
     const input = await request.validateUsing(updateAgentValidator)
-    return updateAgent(auth.getUserOrFail(), params.id, input)
+    assertConfigDepth(input.config)
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return updateAgent(agent, input)
   }
 
   /**
@@ -76,8 +83,10 @@ export default class AgentsController {
    * @description Stops and removes its container and every file it had. Irreversible.
    * @responseBody 200 - {"success":true,"data":{"deleted":true}}
    */
-  async destroy({ auth, params }: HttpContext) {
-    return deleteAgent(auth.getUserOrFail(), params.id)
+  async destroy({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('delete', agent)
+    return deleteAgent(agent)
   }
 
   /**
@@ -87,7 +96,10 @@ export default class AgentsController {
    * @responseBody 200 - {"success":true,"data":{"id":"9b2f...","name":"Support Bot","slug":"support-bot-x7k2qa","description":"Answers questions","avatarUrl":null,"framework":"openclaw","status":"active"}}
    * @nullable description, avatarUrl
    */
-  async bySlug({ auth, params }: HttpContext) {
-    return agentBySlug(String(params.slug), auth.user)
+  async bySlug({ bouncer, params }: HttpContext) {
+    const agent = await agentBySlug(String(params.slug))
+    return (await bouncer.with(AgentPolicy).allows('view', agent))
+      ? presentDetail(agent)
+      : presentPublic(agent)
   }
 }

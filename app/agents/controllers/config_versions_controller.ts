@@ -1,5 +1,6 @@
 import type { HttpContext } from '@adonisjs/core/http'
-import { ownedAgent } from '#agents/services/agent_access'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
 import { restoreConfig } from '#agents/services/agent_service'
 import {
   findSnapshot,
@@ -20,8 +21,9 @@ export default class ConfigVersionsController {
    * @paramQuery offset - Versions to skip (default 0) - @type(number)
    * @responseBody 200 - {"success":true,"data":[{"version":2,"message":"More formal tone","createdAt":"2025-01-02T00:00:00.000Z"},{"version":1,"message":"Initial configuration","createdAt":"2025-01-01T00:00:00.000Z"}]}
    */
-  async index({ auth, params, request }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async index({ bouncer, params, request }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
     const query = await request.validateUsing(listVersionsValidator)
     return listVersions(agent.id, { limit: query.limit ?? 20, offset: query.offset ?? 0 })
   }
@@ -32,8 +34,9 @@ export default class ConfigVersionsController {
    * @description The full config of that version, secrets masked.
    * @responseBody 200 - {"success":true,"data":{"id":"5e6f...","version":1,"message":"Initial configuration","createdAt":"2025-01-01T00:00:00.000Z","config":{"personality":"Friendly","apiKey":"***"}}}
    */
-  async show({ auth, params }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async show({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
     return presentVersionDetail(await findVersion(agent.id, params.version))
   }
 
@@ -44,10 +47,10 @@ export default class ConfigVersionsController {
    * @responseBody 200 - {"success":true,"data":{"id":"9b2f...","name":"Support Bot","slug":"support-bot-x7k2qa","status":"active","framework":"openclaw","messageCount":12,"createdAt":"2025-01-01T00:00:00.000Z","description":null,"avatarUrl":null,"config":{"personality":"Friendly","apiKey":"***"},"integrations":[],"lastActiveAt":null,"updatedAt":"2025-01-03T00:00:00.000Z","version":3,"restoredFrom":1}}
    * @nullable description, avatarUrl, lastActiveAt
    */
-  async restore({ auth, params }: HttpContext) {
-    return restoreConfig(auth.getUserOrFail(), params.id, (agent, trx) =>
-      findVersion(agent.id, params.version, trx)
-    )
+  async restore({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return restoreConfig(agent, (locked, trx) => findVersion(locked.id, params.version, trx))
   }
 
   /**
@@ -56,8 +59,9 @@ export default class ConfigVersionsController {
    * @description The newest 100 versions with their snapshot ids, newest first (data is the array).
    * @responseBody 200 - {"success":true,"data":[{"id":"5e6f...","version":1,"message":"Initial configuration","createdAt":"2025-01-01T00:00:00.000Z"}]}
    */
-  async snapshots({ auth, params }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async snapshots({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
     return listSnapshots(agent.id)
   }
 
@@ -68,9 +72,9 @@ export default class ConfigVersionsController {
    * @responseBody 200 - {"success":true,"data":{"id":"9b2f...","name":"Support Bot","slug":"support-bot-x7k2qa","status":"active","framework":"openclaw","messageCount":12,"createdAt":"2025-01-01T00:00:00.000Z","description":null,"avatarUrl":null,"config":{"personality":"Friendly","apiKey":"***"},"integrations":[],"lastActiveAt":null,"updatedAt":"2025-01-03T00:00:00.000Z","version":3,"restoredFrom":1}}
    * @nullable description, avatarUrl, lastActiveAt
    */
-  async restoreSnapshot({ auth, params }: HttpContext) {
-    return restoreConfig(auth.getUserOrFail(), params.id, (agent, trx) =>
-      findSnapshot(agent.id, params.snapshotId, trx)
-    )
+  async restoreSnapshot({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return restoreConfig(agent, (locked, trx) => findSnapshot(locked.id, params.snapshotId, trx))
   }
 }

@@ -1,5 +1,6 @@
 import type { HttpContext } from '@adonisjs/core/http'
-import { ownedAgent } from '#agents/services/agent_access'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
 import { filesOf } from '#agents/services/agent_views'
 import {
   filePathValidator,
@@ -24,8 +25,9 @@ export default class ContainerFilesController {
    * @paramQuery path - Folder inside the workspace (default /) - @type(string)
    * @responseBody 200 - {"success":true,"data":{"files":[{"name":"SOUL.md","type":"file","size":120},{"name":"notes","type":"directory","size":0}]}}
    */
-  async index({ auth, params, request, response }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async index({ bouncer, params, request, response }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
     const { path } = await request.validateUsing(listFilesValidator)
     const files = await filesOf(agent)
     const entries = await files.list(path ?? '/')
@@ -42,8 +44,9 @@ export default class ContainerFilesController {
    * @paramQuery path - File inside the workspace - @type(string)
    * @responseBody 200 - {"success":true,"data":{"content":"# Soul\n\nFriendly","size":16}}
    */
-  async read({ auth, params, request }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async read({ bouncer, params, request }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
     const { path } = await request.validateUsing(filePathValidator)
     const files = await filesOf(agent)
     return files.read(path)
@@ -56,8 +59,9 @@ export default class ContainerFilesController {
    * @requestBody {"path":"notes/todo.md","content":"- ship it"}
    * @responseBody 200 - {"success":true,"data":{"path":"/notes/todo.md","size":9}}
    */
-  async write({ auth, params, request }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async write({ bouncer, params, request }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
     const { path, content } = await request.validateUsing(writeFileValidator)
     const files = await filesOf(agent)
     return files.write(path, content)
@@ -70,8 +74,9 @@ export default class ContainerFilesController {
    * @paramQuery path - File or folder inside the workspace - @type(string)
    * @responseBody 200 - {"success":true,"data":{"deleted":"/notes/todo.md"}}
    */
-  async destroy({ auth, params, request }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async destroy({ bouncer, params, request }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
     const { path } = await request.validateUsing(filePathValidator)
     const files = await filesOf(agent)
     return files.delete(path)

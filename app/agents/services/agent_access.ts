@@ -1,5 +1,5 @@
 import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
-import { ForbiddenException, NotFoundException } from '#core/exceptions/api_exceptions'
+import { NotFoundException } from '#core/exceptions/api_exceptions'
 import Agent from '#agents/models/agent'
 import { preparedQuery } from '#core/database/prepared_query'
 
@@ -40,7 +40,11 @@ export interface FindAgentOptions {
   extra?: string
 }
 
-/** The agent with this id; 404 for unknown and malformed ids alike. */
+/**
+ * The agent with this id; 404 for unknown and malformed ids alike. The one
+ * agent lookup of every agent route: whether the caller may act on it is
+ * AgentPolicy's answer (`bouncer.with(AgentPolicy).authorize(...)`).
+ */
 export async function findAgent(id: unknown, options: FindAgentOptions = {}): Promise<Agent> {
   if (!isUuid(id)) throw new NotFoundException('Agent not found')
   let agent: Agent | null
@@ -58,22 +62,5 @@ export async function findAgent(id: unknown, options: FindAgentOptions = {}): Pr
     agent = result.rows[0] ? Agent.$createFromAdapterResult(result.rows[0]) : null
   }
   if (!agent) throw new NotFoundException('Agent not found')
-  return agent
-}
-
-/**
- * The agent, when `user` owns it (spec, Authentication rule 6): 404 when it
- * does not exist, 403 FORBIDDEN when it belongs to someone else. The one
- * ownership check of every agent route (the chat area uses it too).
- */
-export async function ownedAgent(
-  user: { id: string },
-  id: unknown,
-  options: FindAgentOptions = {}
-): Promise<Agent> {
-  const agent = await findAgent(id, options)
-  if (agent.userId !== user.id) {
-    throw new ForbiddenException('This agent belongs to another account')
-  }
   return agent
 }

@@ -5,7 +5,7 @@ import { NotFoundException } from '#core/exceptions/api_exceptions'
 import { assertAgentSlotAvailable } from '#billing/services/agent_limits'
 import Agent from '#agents/models/agent'
 import type AgentConfigVersion from '#agents/models/agent_config_version'
-import { ownedAgent } from '#agents/services/agent_access'
+import { findAgent } from '#agents/services/agent_access'
 import {
   assertConfigDepth,
   changedKeys,
@@ -17,10 +17,8 @@ import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import {
   presentDetail,
   presentListItem,
-  presentPublic,
   type AgentDetail,
   type AgentListItem,
-  type AgentPublicView,
 } from '#agents/services/agent_presenter'
 import { issueAgentTokens } from '#agents/services/agent_tokens'
 import {
@@ -123,13 +121,11 @@ export async function createAgent(user: { id: string }, input: CreateAgentInput)
  * version; a running container is then reconfigured.
  */
 export async function updateAgent(
-  user: { id: string },
-  agentId: string,
+  authorized: Agent,
   input: UpdateAgentInput
 ): Promise<AgentDetail> {
-  assertConfigDepth(input.config)
   const { agent, configChanged } = await db.transaction(async (trx) => {
-    const locked = await ownedAgent(user, agentId, { trx, forUpdate: true })
+    const locked = await findAgent(authorized.id, { trx, forUpdate: true })
     if (input.name !== undefined) locked.name = input.name
     if (input.description !== undefined) locked.description = input.description
     if (input.avatarUrl !== undefined) locked.avatarUrl = input.avatarUrl
@@ -169,12 +165,11 @@ export async function updateAgent(
  * reconfigured.
  */
 export async function restoreConfig(
-  user: { id: string },
-  agentId: string,
+  authorized: Agent,
   find: (agent: Agent, trx: TransactionClientContract) => Promise<AgentConfigVersion>
 ): Promise<AgentDetail & { version: number; restoredFrom: number }> {
   const { agent, version, restoredFrom } = await db.transaction(async (trx) => {
-    const locked = await ownedAgent(user, agentId, { trx, forUpdate: true })
+    const locked = await findAgent(authorized.id, { trx, forUpdate: true })
     const source = await find(locked, trx)
     const plugin = await frameworkPlugin(locked.framework)
     const config = validateConfig(plugin, decryptSecrets(source.config))
@@ -201,8 +196,7 @@ export async function restoreConfig(
  * the job at its next boot, whose sweep removes containers of deleted
  * agents).
  */
-export async function deleteAgent(user: { id: string }, agentId: string) {
-  const agent = await ownedAgent(user, agentId)
+export async function deleteAgent(agent: Agent) {
   await Agent.query().where('id', agent.id).delete()
   agentLifecycle.removeInBackground(agent.id)
   return { deleted: true as const }
@@ -230,14 +224,11 @@ export async function listAgents(
   }
 }
 
-/** GET /agents/by-slug/:slug: the detail for its owner, public fields for anyone else. */
-export async function agentBySlug(
-  slug: string,
-  viewer: { id: string } | undefined
-): Promise<AgentDetail | AgentPublicView> {
+/** The agent of GET /agents/by-slug/:slug (its owner gets the detail, anyone else the public fields). */
+export async function agentBySlug(slug: string): Promise<Agent> {
   const agent = /^[a-z0-9-]{1,80}$/.test(slug) ? await Agent.findBy('slug', slug) : null
   if (!agent) throw new NotFoundException('Agent not found')
-  return viewer?.id === agent.userId ? presentDetail(agent) : presentPublic(agent)
+  return agent
 }
 
 /** Rows for the personal data export: every agent with its config masked. */

@@ -1,8 +1,12 @@
 import type { HttpContext } from '@adonisjs/core/http'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
+import { channelPlugin } from '#channels/services/channel_config'
 import {
   channelStatus,
   disconnectChannel,
   pairChannel,
+  pairingChannel,
   receiveWebhook,
 } from '#channels/services/channel_service'
 import { channelNameValidator } from '#channels/validators/channel_validators'
@@ -16,9 +20,12 @@ export default class ChannelsController {
    * @requestBody {"channel":"whatsapp"}
    * @responseBody 200 - {"success":true,"data":{"qrCode":"data:image/png;base64,iVBORw0KGgo...","expiresIn":60}}
    */
-  async pair({ auth, params, request }: HttpContext) {
+  async pair({ bouncer, params, request }: HttpContext) {
     const { channel } = await request.validateUsing(channelNameValidator)
-    return pairChannel(auth.getUserOrFail(), params.id, channel)
+    const plugin = pairingChannel(channel)
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return pairChannel(agent, plugin)
   }
 
   /**
@@ -28,9 +35,12 @@ export default class ChannelsController {
    * @requestBody {"channel":"telegram"}
    * @responseBody 200 - {"success":true,"data":{"disconnected":"telegram"}}
    */
-  async disconnect({ auth, params, request }: HttpContext) {
+  async disconnect({ bouncer, params, request }: HttpContext) {
     const { channel } = await request.validateUsing(channelNameValidator)
-    return disconnectChannel(auth.getUserOrFail(), params.id, channel)
+    const plugin = channelPlugin(channel)
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return disconnectChannel(agent, plugin)
   }
 
   /**
@@ -40,8 +50,10 @@ export default class ChannelsController {
    * @responseBody 200 - {"success":true,"data":{"telegram":{"connected":true,"username":"support_bot","state":"connected","lastError":null},"discord":{"connected":false,"state":"disconnected","lastError":null},"whatsapp":{"connected":false,"state":"qr_pending","lastError":null},"twitter":{"connected":false,"state":"error","lastError":"The X API refused the credentials (401)"}}}
    * @nullable lastError
    */
-  async status({ auth, params }: HttpContext) {
-    return channelStatus(auth.getUserOrFail(), params.id)
+  async status({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
+    return channelStatus(agent)
   }
 
   /**

@@ -8,10 +8,10 @@ import {
   ValidationException,
 } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
-import { ownedAgent } from '#agents/services/agent_access'
 import { decryptSecrets } from '#agents/services/config_secrets'
 import { updateAgent } from '#agents/services/agent_service'
 import { channelPlugin, installedChannels } from '#channels/services/channel_config'
+import type { ChannelPlugin } from '#plugins/types'
 import {
   deleteRow,
   rowById,
@@ -30,9 +30,11 @@ export interface ChannelStatusView {
   [detail: string]: unknown
 }
 
-/** GET /agents/:id/channel-status: every installed channel, configured or not. */
-export async function channelStatus(user: { id: string }, agentId: string) {
-  const agent = await ownedAgent(user, agentId)
+/**
+ * GET /agents/:id/channel-status: every installed channel, configured or
+ * not. (Each route's agent is found and authorized by its controller.)
+ */
+export async function channelStatus(agent: Agent) {
   const stored = await rowsOfAgent(agent.id)
   const rows = new Map(stored.map((row) => [row.channel, row]))
   const status: Record<string, ChannelStatusView> = {}
@@ -57,18 +59,23 @@ function assertCanConnect(agent: Agent) {
   }
 }
 
-/**
- * POST /agents/:id/pair-channel: starts a QR pairing (a new session) and
- * answers the first QR once the holder of the connection has it.
- */
-export async function pairChannel(user: { id: string }, agentId: string, channel: string) {
+/** The channel a pairing names: 400 unless it is installed and pairs by QR code. */
+export function pairingChannel(channel: string): ChannelPlugin {
   const plugin = channelPlugin(channel)
   if (plugin.connectsBy !== 'pairing') {
     throw new ValidationException(
       `${channel} does not pair by QR code: set its credentials in config.channels.${channel}`
     )
   }
-  const agent = await ownedAgent(user, agentId)
+  return plugin
+}
+
+/**
+ * POST /agents/:id/pair-channel: starts a QR pairing (a new session) and
+ * answers the first QR once the holder of the connection has it.
+ */
+export async function pairChannel(agent: Agent, plugin: ChannelPlugin) {
+  const channel = plugin.name
   assertCanConnect(agent)
   const row = await startPairing(agent.id, channel)
   void channelSupervisor.poke()
@@ -97,9 +104,8 @@ export async function pairChannel(user: { id: string }, agentId: string, channel
  * credentials (a new config version, allowFrom kept); a paired one its
  * session. Answers the same when nothing was connected.
  */
-export async function disconnectChannel(user: { id: string }, agentId: string, channel: string) {
-  const plugin = channelPlugin(channel)
-  const agent = await ownedAgent(user, agentId)
+export async function disconnectChannel(agent: Agent, plugin: ChannelPlugin) {
+  const channel = plugin.name
   if (plugin.connectsBy === 'pairing') {
     await deleteRow(agent.id, channel)
   } else {
@@ -108,7 +114,7 @@ export async function disconnectChannel(user: { id: string }, agentId: string, c
     const current = configured?.[channel]
     if (current) {
       const kept = current.allowFrom === undefined ? null : { allowFrom: current.allowFrom }
-      await updateAgent(user, agent.id, {
+      await updateAgent(agent, {
         config: { channels: { [channel]: kept === null ? null : { ...nulls(current), ...kept } } },
         commitMessage: `Disconnected ${channel}`,
       })

@@ -3,12 +3,13 @@ import logger from '@adonisjs/core/services/logger'
 import { mapError } from '#core/http/error_envelope'
 import {
   ChatAbortedError,
-  chatAgent,
   chatWithAgent,
+  findChatAgent,
   prefetchChat,
   testChat,
 } from '#chat/services/chat_service'
 import { chatConfig } from '#config/chat'
+import AgentPolicy from '#agents/policies/agent_policy'
 import { takeStreamSlot } from '#core/http/stream_slots'
 import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
 import { idempotentJson } from '#chat/services/idempotent_route'
@@ -31,7 +32,8 @@ export default class ChatController {
     const user = ctx.auth.getUserOrFail()
     const body = ctx.request.body()
     const prefetched = prefetchChat(ctx.params.id, body)
-    const agent = await chatAgent(user, ctx.params.id)
+    const agent = await findChatAgent(ctx.params.id)
+    await ctx.bouncer.with(AgentPolicy).authorize('chat', agent)
     return idempotentJson(
       ctx,
       { scope: user.id, route: 'api.chat', request: { agentId: agent.id, body } },
@@ -55,7 +57,8 @@ export default class ChatController {
     const user = ctx.auth.getUserOrFail()
     const body = ctx.request.body()
     const prefetched = prefetchChat(ctx.params.id, body)
-    const agent = await chatAgent(user, ctx.params.id)
+    const agent = await findChatAgent(ctx.params.id)
+    await ctx.bouncer.with(AgentPolicy).authorize('chat', agent)
     const release = await takeStreamSlot('chat', user.id)
     ctx.response.response.once('close', release)
     const sse = new SseStream(ctx, { heartbeatMs: chatConfig.sseHeartbeatMs })

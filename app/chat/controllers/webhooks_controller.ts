@@ -2,7 +2,8 @@ import type { HttpContext } from '@adonisjs/core/http'
 import limiter from '@adonisjs/limiter/services/main'
 import { chatConfig } from '#config/chat'
 import { NotFoundException, RateLimitExceededException } from '#core/exceptions/api_exceptions'
-import { ownedAgent } from '#agents/services/agent_access'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
 import { agentForWebhookToken, webhookUrlOf } from '#agents/services/agent_tokens'
 import { chatWithAgent } from '#chat/services/chat_service'
 import { abortOnDisconnect } from '#core/http/sse_stream'
@@ -15,8 +16,9 @@ export default class WebhooksController {
    * @description POST `{ message }` to this URL to chat with the agent without other credentials. The token in the path is a secret (256 random bits) that belongs to this agent.
    * @responseBody 200 - {"success":true,"data":{"webhookUrl":"https://example.com/webhooks/in/whk_Jx3...","method":"POST","body":{"message":"string"}}}
    */
-  async url({ auth, params }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async url({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('chat', agent)
     return { webhookUrl: webhookUrlOf(agent), method: 'POST', body: { message: 'string' } }
   }
 

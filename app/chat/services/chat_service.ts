@@ -7,7 +7,7 @@ import {
   ServiceUnavailableException,
 } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
-import { isUuid, ownedAgent } from '#agents/services/agent_access'
+import { findAgent, isUuid } from '#agents/services/agent_access'
 import { decryptSecrets } from '#agents/services/config_secrets'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { recordFeedEvent } from '#agents/services/feed_service'
@@ -70,7 +70,7 @@ export interface ChatOptions {
 export interface ChatPrefetch {
   agentId: string
   message: string
-  /** Only for agents seen with knowledge before (see chatAgent). */
+  /** Only for agents seen with knowledge before (see findChatAgent). */
   knowledge?: Promise<string>
   running: Promise<boolean>
 }
@@ -78,7 +78,7 @@ export interface ChatPrefetch {
 /**
  * Agents last seen with knowledge, a hint only: their knowledge search is
  * started alongside the agent read. Whether an agent has knowledge is
- * decided by the flag read with its row (chatAgent), never by this set.
+ * decided by the flag read with its row (findChatAgent), never by this set.
  */
 const knowledgeHint = new Set<string>()
 
@@ -107,13 +107,13 @@ export function prefetchChat(agentId: unknown, input: unknown): ChatPrefetch | u
 }
 
 /**
- * The chat routes' agent read and ownership check (ownedAgent), with the
- * knowledge source's presence flag in the same round trip when the source
- * registered one: an agent without knowledge costs no knowledge search.
+ * The chat routes' agent read (findAgent), with the knowledge source's
+ * presence flag in the same round trip when the source registered one: an
+ * agent without knowledge costs no knowledge search.
  */
-export function chatAgent(user: { id: string }, id: unknown): Promise<Agent> {
+export function findChatAgent(id: unknown): Promise<Agent> {
   const presence = knowledgePresenceSql()
-  return ownedAgent(user, id, presence ? { extra: `${presence} as has_knowledge` } : {})
+  return findAgent(id, presence ? { extra: `${presence} as has_knowledge` } : {})
 }
 
 export interface ChatAnswer {

@@ -4,11 +4,12 @@ import logger from '@adonisjs/core/services/logger'
 import { WebSocketServer, type WebSocket } from 'ws'
 import { chatConfig } from '#config/chat'
 import { tryTakeSlot } from '#core/http/stream_slots'
-import { ApiException } from '#core/exceptions/api_exceptions'
+import { ApiException, NotFoundException } from '#core/exceptions/api_exceptions'
 import { mapError } from '#core/http/error_envelope'
 import { inspectInput } from '#core/http/input_gate_middleware'
-import Agent from '#agents/models/agent'
-import { isUuid } from '#agents/services/agent_access'
+import { bouncerFor } from '#core/authorization/bouncer'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
 import {
   authenticateBearer,
   bearerFromHeader,
@@ -49,6 +50,12 @@ export const WS_CLOSE = {
 } as const
 
 const PATH = /^\/agents\/([^/?#]+)\/ws\/?(?:\?.*)?$/
+
+/** The close code of an agent the socket may not open (findAgent's 404, AgentPolicy's 403). */
+const CLOSE_CODE_OF: Record<string, number> = {
+  NOT_FOUND: WS_CLOSE.unknownAgent,
+  FORBIDDEN: WS_CLOSE.forbidden,
+}
 const BEARER_PROTOCOL = 'bearer.'
 
 /** Kept small: thousands of idle sockets hold one each. */
@@ -102,14 +109,17 @@ async function admit(req: IncomingMessage, agentParam: string): Promise<Admissio
     return { ok: false, code: WS_CLOSE.badCredential, reason: error.message }
   }
   const id = decodeURIComponent(agentParam)
-  const agent = isUuid(id)
-    ? await Agent.query().where('id', id.toLowerCase()).select('id', 'user_id').first()
-    : null
-  if (!agent) return { ok: false, code: WS_CLOSE.unknownAgent, reason: 'Agent not found' }
-  if (agent.userId !== identity.user.id) {
-    return { ok: false, code: WS_CLOSE.forbidden, reason: 'This agent belongs to another account' }
+  try {
+    const agent = await findAgent(id)
+    // No HTTP context here: a Bouncer for the credential's account, as for any work outside a request.
+    await bouncerFor(identity.user).with(AgentPolicy).authorize('chat', agent)
+    return { ok: true, identity, agentId: agent.id, token }
+  } catch (error) {
+    const mapped = mapError(error)
+    const code = CLOSE_CODE_OF[mapped.body.code]
+    if (code === undefined) throw error
+    return { ok: false, code, reason: mapped.body.error }
   }
-  return { ok: true, identity, agentId: agent.id, token }
 }
 
 export class ChatSocketServer {
@@ -347,8 +357,12 @@ export class ChatSocketServer {
           )
         }
       }
-      const agent = await Agent.find(state.agentId)
-      if (!agent || agent.userId !== user.id) {
+      // Deleted since the socket opened (or no longer the account's): gone for this socket.
+      const agent = await findAgent(state.agentId).catch((error) => {
+        if (error instanceof NotFoundException) return null
+        throw error
+      })
+      if (!agent || (await bouncerFor(user).with(AgentPolicy).denies('chat', agent))) {
         sendError(ws, 'NOT_FOUND', 'Agent not found')
         ws.close(WS_CLOSE.unknownAgent, 'Agent not found')
         return

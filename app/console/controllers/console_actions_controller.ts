@@ -1,5 +1,11 @@
 import { DateTime } from 'luxon'
 import type { HttpContext } from '@adonisjs/core/http'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
+import TicketPolicy from '#support/policies/ticket_policy'
+import { findTicket } from '#support/services/ticket_service'
+import AccountPolicy from '#console/policies/account_policy'
+import { findAccount } from '#console/services/directory'
 import {
   agentActionAsStaff,
   assignTicketAsStaff,
@@ -22,28 +28,34 @@ import {
 } from '#console/validators/console_validators'
 
 /**
- * Form posts of the console. Each one is CSRF-checked (shield), role-checked
- * in its service (staff_actions) and audited there; the answer is a
- * redirect back to the page with a notice (post/redirect/get).
+ * Form posts of the console. Each one is CSRF-checked (shield), authorized
+ * here for the signed-in staff member (the policies, after the route
+ * group's role gate) and audited in its service (staff_actions); the answer
+ * is a redirect back to the page with a notice (post/redirect/get).
  */
 export default class ConsoleActionsController {
-  async grant({ staff, params, request, response, session }: HttpContext) {
+  async grant({ bouncer, staff, params, request, response, session }: HttpContext) {
     const { credits, reason } = await request.validateUsing(grantValidator)
-    const grant = await grantAsStaff(staff, params.id, credits, reason)
+    await bouncer.with(AccountPolicy).authorize('grantCredits')
+    const grant = await grantAsStaff(staff, await findAccount(params.id), credits, reason)
     session.flash('notice', `Granted ${credits} AI Credits; balance now ${grant.balance}`)
     return response.redirect(`/console/accounts/${params.id}`)
   }
 
-  async setRole({ staff, params, request, response, session }: HttpContext) {
+  async setRole({ bouncer, staff, params, request, response, session }: HttpContext) {
     const { role } = await request.validateUsing(roleValidator)
-    await setRoleAsStaff(staff, params.id, role)
+    const target = await findAccount(params.id)
+    await bouncer.with(AccountPolicy).authorize('setRole', target)
+    await setRoleAsStaff(staff, target, role)
     session.flash('notice', `Role set to ${role}`)
     return response.redirect(`/console/accounts/${params.id}`)
   }
 
-  async setPlan({ staff, params, request, response, session }: HttpContext) {
+  async setPlan({ bouncer, staff, params, request, response, session }: HttpContext) {
     const { tier, until, reason } = await request.validateUsing(planValidator)
-    const plan = await setPlanAsStaff(staff, params.id, {
+    const target = await findAccount(params.id)
+    await bouncer.with(AccountPolicy).authorize('setPlan', target)
+    const plan = await setPlanAsStaff(staff, target, {
       tier,
       // The whole last day counts: the plan ends at its close (UTC).
       until: until ? DateTime.fromJSDate(until, { zone: 'utc' }).endOf('day') : null,
@@ -56,14 +68,18 @@ export default class ConsoleActionsController {
     return response.redirect(`/console/accounts/${params.id}`)
   }
 
-  async resendVerification({ staff, params, response, session }: HttpContext) {
-    const sent = await resendVerificationAsStaff(staff, params.id)
+  async resendVerification({ bouncer, staff, params, response, session }: HttpContext) {
+    const target = await findAccount(params.id)
+    await bouncer.with(AccountPolicy).authorize('resendVerification', target)
+    const sent = await resendVerificationAsStaff(staff, target)
     session.flash('notice', sent ? 'Verification mail sent' : 'The address is already verified')
     return response.redirect(`/console/accounts/${params.id}`)
   }
 
-  async disable({ staff, params, response, session }: HttpContext) {
-    await setDisabledAsStaff(staff, params.id, true)
+  async disable({ bouncer, staff, params, response, session }: HttpContext) {
+    const target = await findAccount(params.id)
+    await bouncer.with(AccountPolicy).authorize('setDisabled', target)
+    await setDisabledAsStaff(staff, target, true)
     session.flash(
       'notice',
       'Account disabled: its credentials no longer work and its agents were stopped'
@@ -71,36 +87,46 @@ export default class ConsoleActionsController {
     return response.redirect(`/console/accounts/${params.id}`)
   }
 
-  async enable({ staff, params, response, session }: HttpContext) {
-    await setDisabledAsStaff(staff, params.id, false)
+  async enable({ bouncer, staff, params, response, session }: HttpContext) {
+    const target = await findAccount(params.id)
+    await bouncer.with(AccountPolicy).authorize('setDisabled', target)
+    await setDisabledAsStaff(staff, target, false)
     session.flash('notice', 'Account enabled')
     return response.redirect(`/console/accounts/${params.id}`)
   }
 
-  async agentAction({ staff, params, response, session }: HttpContext) {
+  async agentAction({ bouncer, staff, params, response, session }: HttpContext) {
     const action = params.action as AgentAction
-    const result = await agentActionAsStaff(staff, params.id, action)
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('operateAsStaff', agent)
+    const result = await agentActionAsStaff(staff, agent, action)
     session.flash('notice', `Agent ${result.status}`)
     return response.redirect(`/console/agents/${params.id}`)
   }
 
-  async reply({ staff, params, request, response, session }: HttpContext) {
+  async reply({ bouncer, staff, params, request, response, session }: HttpContext) {
     const { body, internal = false } = await request.validateUsing(staffReplyValidator)
-    await replyAsStaff(staff, params.id, body, internal)
+    const ticket = await findTicket(params.id)
+    await bouncer.with(TicketPolicy).authorize('replyAsStaff', ticket)
+    await replyAsStaff(staff, ticket, body, internal)
     session.flash('notice', internal ? 'Internal note added' : 'Reply sent to the account holder')
     return response.redirect(`/console/support/${params.id}`)
   }
 
-  async setStatus({ staff, params, request, response, session }: HttpContext) {
+  async setStatus({ bouncer, staff, params, request, response, session }: HttpContext) {
     const { status } = await request.validateUsing(ticketStatusValidator)
-    await setTicketStatusAsStaff(staff, params.id, status)
+    const ticket = await findTicket(params.id)
+    await bouncer.with(TicketPolicy).authorize('setStatus', ticket)
+    await setTicketStatusAsStaff(staff, ticket, status)
     session.flash('notice', `Ticket ${status === 'closed' ? 'closed' : `set to ${status}`}`)
     return response.redirect(`/console/support/${params.id}`)
   }
 
-  async assign({ staff, params, request, response, session }: HttpContext) {
+  async assign({ bouncer, staff, params, request, response, session }: HttpContext) {
     const { assigneeId } = await request.validateUsing(assignValidator)
-    await assignTicketAsStaff(staff, params.id, assigneeId ?? null)
+    const ticket = await findTicket(params.id)
+    await bouncer.with(TicketPolicy).authorize('assign', ticket)
+    await assignTicketAsStaff(staff, ticket, assigneeId ?? null)
     session.flash('notice', assigneeId ? 'Ticket assigned' : 'Ticket unassigned')
     return response.redirect(`/console/support/${params.id}`)
   }

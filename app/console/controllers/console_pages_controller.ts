@@ -5,9 +5,9 @@ import { maskSecrets } from '#agents/services/config_secrets'
 import { overviewFigures } from '#console/services/overview_service'
 import { agentMonitoring } from '#console/services/directory'
 import { containerOf } from '#agents/services/agent_views'
+import { findAgent } from '#agents/services/agent_access'
 import {
   accountDetail,
-  findAgent,
   paymentsPage,
   searchAccounts,
   searchAgents,

@@ -2,6 +2,7 @@ import type { HttpContext } from '@adonisjs/core/http'
 import type { NextFn } from '@adonisjs/core/types/http'
 import User from '#identity/models/user'
 import { ForbiddenException } from '#core/exceptions/api_exceptions'
+import { bouncerFor } from '#core/authorization/bouncer'
 import { atLeast, isStaff, needsTotp, type StaffRole } from '#console/services/staff_roles'
 
 export const SESSION_USER = 'console_user_id'
@@ -38,6 +39,8 @@ export default class ConsoleAuthMiddleware {
       throw new ForbiddenException(`This page needs the ${options.role} role`)
     }
     ctx.staff = user
+    // Console requests carry no bearer credential: their bouncer acts for the staff member.
+    ctx.bouncer = bouncerFor(user, ctx.containerResolver)
     ctx.view.share({
       staff: user,
       can: {

@@ -3,7 +3,6 @@ import db from '@adonisjs/lucid/services/db'
 import { NotFoundException } from '#core/exceptions/api_exceptions'
 import { ApiKeyTokensProvider, isUuid } from '#identity/services/api_key_tokens_provider'
 import User from '#identity/models/user'
-import Agent from '#agents/models/agent'
 
 /**
  * Read models of the console's lists and detail pages. Searches are prefix
@@ -158,12 +157,6 @@ export async function searchAgents(search: string | undefined, page: number) {
     .offset((page - 1) * PAGE_SIZE)
     .limit(PAGE_SIZE + 1)
   return paged(rows, page)
-}
-
-export async function findAgent(agentId: string): Promise<Agent> {
-  const agent = isUuid(agentId) ? await Agent.find(agentId) : null
-  if (!agent) throw new NotFoundException('Agent not found')
-  return agent
 }
 
 export async function paymentsPage(accountSearch: string | undefined, page: number) {

@@ -3,34 +3,27 @@ import db from '@adonisjs/lucid/services/db'
 import { ForbiddenException } from '#core/exceptions/api_exceptions'
 import type User from '#identity/models/user'
 import type { Role } from '#identity/models/user'
+import type Agent from '#agents/models/agent'
 import { grantCredits } from '#credits/services/credits_service'
 import { mailVerificationLink } from '#identity/services/account_service'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
+import { findAgent } from '#agents/services/agent_access'
+import type SupportTicket from '#support/models/support_ticket'
 import type { TicketStatus } from '#support/models/support_ticket'
-import {
-  addStaffReply,
-  assignTicket,
-  findTicket,
-  setTicketStatus,
-} from '#support/services/ticket_desk'
+import { addStaffReply, assignTicket, setTicketStatus } from '#support/services/ticket_desk'
 import { audit } from '#console/services/audit_service'
 import { setPlanByStaff } from '#billing/services/staff_plan'
 import type { TierKey } from '#config/plans'
-import { findAccount, findAgent } from '#console/services/directory'
-import { atLeast, type StaffRole } from '#console/services/staff_roles'
+import { findAccount } from '#console/services/directory'
+import { atLeast } from '#console/services/staff_roles'
 
 /**
- * Every staff action the console offers, each checked against the actor's
- * role here (not only in the page that shows its button: a forged form
- * meets the same check) and each writing an audit entry.
+ * Every staff action the console offers, each writing an audit entry. The
+ * controller finds the target and authorizes the actor first (AccountPolicy,
+ * AgentPolicy, TicketPolicy: not only the page that shows its button, so a
+ * forged form meets the same check).
  */
-function require(actor: User, role: StaffRole) {
-  if (!atLeast(actor.role, role)) throw new ForbiddenException(`This needs the ${role} role`)
-}
-
-export async function grantAsStaff(actor: User, userId: string, credits: number, reason: string) {
-  require(actor, 'admin')
-  const target = await findAccount(userId)
+export async function grantAsStaff(actor: User, target: User, credits: number, reason: string) {
   const before = { aiCreditsBalance: target.aiCreditsBalance }
   const grant = await grantCredits(actor, { userId: target.id, credits, reason })
   await audit(actor, {
@@ -43,10 +36,7 @@ export async function grantAsStaff(actor: User, userId: string, credits: number,
   return grant
 }
 
-export async function setRoleAsStaff(actor: User, userId: string, role: Role) {
-  require(actor, 'admin')
-  const target = await findAccount(userId)
-  if (target.id === actor.id) throw new ForbiddenException('You cannot change your own role')
+export async function setRoleAsStaff(actor: User, target: User, role: Role) {
   const before = { role: target.role }
   target.role = role
   await target.save()
@@ -59,9 +49,7 @@ export async function setRoleAsStaff(actor: User, userId: string, role: Role) {
   })
 }
 
-export async function resendVerificationAsStaff(actor: User, userId: string) {
-  require(actor, 'support')
-  const target = await findAccount(userId)
+export async function resendVerificationAsStaff(actor: User, target: User) {
   if (target.isVerified) return false
   await mailVerificationLink(target)
   await audit(actor, {
@@ -76,10 +64,7 @@ export async function resendVerificationAsStaff(actor: User, userId: string) {
  * Disabling locks every credential at once (the auth layer rejects a
  * disabled account's JWTs, keys and refresh tokens) and stops its agents.
  */
-export async function setDisabledAsStaff(actor: User, userId: string, disabled: boolean) {
-  require(actor, 'admin')
-  const target = await findAccount(userId)
-  if (target.id === actor.id) throw new ForbiddenException('You cannot disable your own account')
+export async function setDisabledAsStaff(actor: User, target: User, disabled: boolean) {
   const before = { disabledAt: target.disabledAt?.toISO() ?? null }
   target.disabledAt = disabled ? DateTime.now() : null
   await target.save()
@@ -106,11 +91,9 @@ export async function setDisabledAsStaff(actor: User, userId: string, disabled: 
 /** The account's plan without a payment (operators; reason kept in the audit trail). */
 export async function setPlanAsStaff(
   actor: User,
-  userId: string,
+  target: User,
   input: { tier: TierKey; until: DateTime | null; reason: string }
 ) {
-  require(actor, 'operator')
-  const target = await findAccount(userId)
   const { before, after } = await setPlanByStaff(target.id, input.tier, input.until)
   await audit(actor, {
     action: 'account.set_plan',
@@ -152,9 +135,7 @@ async function sleepAgent(agent: { id: string }) {
   return { status: 'asleep' }
 }
 
-export async function agentActionAsStaff(actor: User, agentId: string, action: AgentAction) {
-  require(actor, 'operator')
-  const agent = await findAgent(agentId)
+export async function agentActionAsStaff(actor: User, agent: Agent, action: AgentAction) {
   const before = { status: agent.status }
   const result =
     action === 'start'
@@ -174,9 +155,12 @@ export async function agentActionAsStaff(actor: User, agentId: string, action: A
   return result
 }
 
-export async function replyAsStaff(actor: User, ticketId: string, body: string, internal: boolean) {
-  require(actor, 'support')
-  const ticket = await findTicket(ticketId)
+export async function replyAsStaff(
+  actor: User,
+  ticket: SupportTicket,
+  body: string,
+  internal: boolean
+) {
   const before = { status: ticket.status }
   await addStaffReply(actor, ticket, body, internal)
   await audit(actor, {
@@ -188,9 +172,11 @@ export async function replyAsStaff(actor: User, ticketId: string, body: string, 
   })
 }
 
-export async function setTicketStatusAsStaff(actor: User, ticketId: string, status: TicketStatus) {
-  require(actor, 'support')
-  const ticket = await findTicket(ticketId)
+export async function setTicketStatusAsStaff(
+  actor: User,
+  ticket: SupportTicket,
+  status: TicketStatus
+) {
   const before = { status: ticket.status }
   await setTicketStatus(ticket, status)
   await audit(actor, {
@@ -204,11 +190,9 @@ export async function setTicketStatusAsStaff(actor: User, ticketId: string, stat
 
 export async function assignTicketAsStaff(
   actor: User,
-  ticketId: string,
+  ticket: SupportTicket,
   assigneeId: string | null
 ) {
-  require(actor, 'support')
-  const ticket = await findTicket(ticketId)
   if (assigneeId) {
     const assignee = await findAccount(assigneeId)
     if (!atLeast(assignee.role, 'support')) throw new ForbiddenException('Tickets go to staff only')

@@ -1,3 +1,5 @@
+import { AuthorizationResponse } from '@adonisjs/bouncer'
+import type { AuthorizerResponse } from '@adonisjs/bouncer/types'
 import type { Role } from '#identity/models/user'
 
 /**
@@ -17,6 +19,13 @@ export function isStaff(role: Role): role is StaffRole {
 /** True when `role` may do what `needed` may. */
 export function atLeast(role: Role, needed: StaffRole): boolean {
   return RANK[role] >= RANK[needed]
+}
+
+/** A policy's answer for a staff action: allowed from `needed` up, else 403 naming the role. */
+export function staffRole(actor: { role: Role }, needed: StaffRole): AuthorizerResponse {
+  return (
+    atLeast(actor.role, needed) || AuthorizationResponse.deny(`This needs the ${needed} role`, 403)
+  )
 }
 
 /** Operators and admins must sign in with a second factor. */

@@ -1,5 +1,10 @@
 import { errors as vineErrors } from '@vinejs/vine'
-import { ApiException } from '#core/exceptions/api_exceptions'
+import { errors as bouncerErrors, type AuthorizationResponse } from '@adonisjs/bouncer'
+import {
+  ApiException,
+  ForbiddenException,
+  NotFoundException,
+} from '#core/exceptions/api_exceptions'
 
 export interface ErrorEnvelope {
   success: false
@@ -28,7 +33,6 @@ const FRAMEWORK_CODES: Record<string, { status: number; code: string; message?: 
   E_ROUTE_NOT_FOUND: { status: 404, code: 'NOT_FOUND', message: 'Route not found' },
   E_ROW_NOT_FOUND: { status: 404, code: 'NOT_FOUND', message: 'Resource not found' },
   E_UNAUTHORIZED_ACCESS: { status: 401, code: 'AUTH_REQUIRED', message: 'Authentication required' },
-  E_AUTHORIZATION_FAILURE: { status: 403, code: 'FORBIDDEN' },
   E_TOO_MANY_REQUESTS: { status: 429, code: 'RATE_LIMIT_EXCEEDED', message: 'Rate limit exceeded' },
   E_REQUEST_ENTITY_TOO_LARGE: {
     status: 413,
@@ -48,6 +52,16 @@ function envelope(status: number, code: string, error: string, unexpected = fals
   return { status, body: { success: false, error, code }, unexpected }
 }
 
+/**
+ * A policy's denial (`bouncer.authorize`) as the API error it stands for:
+ * 404 NOT_FOUND where the policy hides the resource, else 403 FORBIDDEN;
+ * the policy's message, or the error's default when it gave none.
+ */
+function denialOf(response: AuthorizationResponse): ApiException {
+  const message = response.message || undefined
+  return response.status === 404 ? new NotFoundException(message) : new ForbiddenException(message)
+}
+
 function describeValidation(messages: VineMessage[]): string {
   return messages.map((m) => `${m.message} (field "${m.field}", rule "${m.rule}")`).join('; ')
 }
@@ -57,6 +71,7 @@ function describeValidation(messages: VineMessage[]): string {
  * Never puts a stack, SQL or internal message into an unexpected error's body.
  */
 export function mapError(error: unknown): MappedError {
+  if (error instanceof bouncerErrors.E_AUTHORIZATION_FAILURE) error = denialOf(error.response)
   if (error instanceof ApiException) {
     return envelope(error.status, error.apiCode, error.message)
   }

@@ -1,12 +1,7 @@
 import type { HttpContext } from '@adonisjs/core/http'
 import { grantValidator, historyValidator } from '#credits/validators/credits_validators'
-import {
-  GRANT_FORBIDDEN,
-  balanceView,
-  grantCredits,
-  historyView,
-} from '#credits/services/credits_service'
-import { requireRole } from '#identity/services/roles'
+import { balanceView, grantCredits, historyView } from '#credits/services/credits_service'
+import AccountPolicy from '#console/policies/account_policy'
 
 export default class AiCreditsController {
   /**
@@ -38,10 +33,10 @@ export default class AiCreditsController {
    * @requestBody {"userId":"3f6c...","credits":1000,"reason":"Goodwill for the outage on 2025-01-01"}
    * @responseBody 200 - {"success":true,"data":{"id":"8e2a...","userId":"3f6c...","credits":1000,"reason":"Goodwill for the outage on 2025-01-01","grantedBy":"a1b2...","balance":1500,"createdAt":"2025-01-01T00:00:00.000Z"}}
    */
-  async grant({ auth, request }: HttpContext) {
+  async grant({ auth, bouncer, request }: HttpContext) {
     const admin = auth.getUserOrFail()
     // Refuse non-admins before looking at the body.
-    requireRole(admin, ['admin'], GRANT_FORBIDDEN)
+    await bouncer.with(AccountPolicy).authorize('grantCredits')
     const input = await request.validateUsing(grantValidator)
     return grantCredits(admin, input)
   }

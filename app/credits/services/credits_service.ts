@@ -1,6 +1,5 @@
 import { tierPlan } from '#config/plans'
 import { NotFoundException } from '#core/exceptions/api_exceptions'
-import { requireRole } from '#identity/services/roles'
 import CreditLedgerEntry from '#credits/models/credit_ledger_entry'
 import { isLaterAliasAccount } from '#credits/services/monthly_grant'
 import creditLedger from '#credits/services/credit_ledger'
@@ -53,17 +52,15 @@ export async function historyView(user: User, limit: number) {
   return { usage: entries.map(presentEntry) }
 }
 
-export const GRANT_FORBIDDEN = 'Only administrators can grant AI Credits'
-
 /**
- * POST /ai-credits/grant: admins only. The ledger entry names the admin
+ * POST /ai-credits/grant and the console's grant, for an admin the caller
+ * authorized (AccountPolicy.grantCredits). The ledger entry names the admin
  * (actor) and the reason; the user is notified in the same transaction.
  */
 export async function grantCredits(
   admin: User,
   input: { userId: string; credits: number; reason: string }
 ) {
-  requireRole(admin, ['admin'], GRANT_FORBIDDEN)
   const target = await User.find(input.userId)
   if (!target) throw new NotFoundException('User not found')
 

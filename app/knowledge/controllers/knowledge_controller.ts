@@ -1,4 +1,6 @@
 import type { HttpContext } from '@adonisjs/core/http'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
 import {
   deleteKnowledge,
   listKnowledge,
@@ -14,8 +16,10 @@ export default class KnowledgeController {
    * @description An array of knowledge files (size in UTF-8 bytes).
    * @responseBody 200 - {"success":true,"data":[{"filename":"faq.txt","size":1234,"uploadedAt":"2026-11-24T12:00:00.000Z"}]}
    */
-  async index({ auth, params }: HttpContext) {
-    return listKnowledge(auth.getUserOrFail(), params.id)
+  async index({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
+    return listKnowledge(agent)
   }
 
   /**
@@ -25,10 +29,12 @@ export default class KnowledgeController {
    * @requestBody {"filename":"faq.txt","content":"Opening hours: 9 to 5."}
    * @responseBody 201 - {"success":true,"data":{"filename":"faq.txt","size":22,"uploadedAt":"2026-11-24T12:00:00.000Z"}}
    */
-  async store({ auth, params, request, response }: HttpContext) {
+  async store({ auth, bouncer, params, request, response }: HttpContext) {
     const input = await request.validateUsing(uploadKnowledgeValidator)
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
     response.status(201)
-    return uploadKnowledge(auth.getUserOrFail(), params.id, input)
+    return uploadKnowledge(auth.getUserOrFail(), agent, input)
   }
 
   /**
@@ -37,7 +43,9 @@ export default class KnowledgeController {
    * @description 404 when the agent has no file of that name.
    * @responseBody 200 - {"success":true,"data":{"deleted":"faq.txt"}}
    */
-  async destroy({ auth, params }: HttpContext) {
-    return deleteKnowledge(auth.getUserOrFail(), params.id, params.filename)
+  async destroy({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return deleteKnowledge(agent, params.filename)
   }
 }

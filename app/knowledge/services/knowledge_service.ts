@@ -5,7 +5,6 @@ import { NotFoundException, ValidationException } from '#core/exceptions/api_exc
 import { tierPlan } from '#config/plans'
 import type User from '#identity/models/user'
 import type Agent from '#agents/models/agent'
-import { ownedAgent } from '#agents/services/agent_access'
 import type { KnowledgeFile } from '#chat/services/system_prompt'
 
 /**
@@ -79,8 +78,10 @@ async function mirror(agent: Agent, filename: string, content: string | null) {
   }
 }
 
-export async function listKnowledge(user: { id: string }, agentId: unknown) {
-  const agent = await ownedAgent(user, agentId)
+// The routes' functions take the agent their controller found and authorized
+// (AgentPolicy); `owner` is that agent's owner, whose plan sets the limits.
+
+export async function listKnowledge(agent: Agent) {
   const rows = await db
     .from('knowledge_files')
     .where('agent_id', agent.id)
@@ -90,11 +91,10 @@ export async function listKnowledge(user: { id: string }, agentId: unknown) {
 }
 
 export async function uploadKnowledge(
-  user: User,
-  agentId: unknown,
+  owner: User,
+  agent: Agent,
   input: { filename: string; content: string }
 ) {
-  const agent = await ownedAgent(user, agentId)
   const filename = checkFilename(input.filename)
   const size = Buffer.byteLength(input.content, 'utf8')
   if (size > MAX_KNOWLEDGE_FILE_BYTES) {
@@ -102,7 +102,7 @@ export async function uploadKnowledge(
       `content: at most ${MAX_KNOWLEDGE_FILE_BYTES} bytes of UTF-8 text (this is ${size})`
     )
   }
-  const plan = tierPlan(user.effectiveTier)
+  const plan = tierPlan(owner.effectiveTier)
   const row = await db.transaction(async (trx) => {
     const others = await trx
       .from('knowledge_files')
@@ -147,8 +147,7 @@ export async function uploadKnowledge(
   return present(row)
 }
 
-export async function deleteKnowledge(user: { id: string }, agentId: unknown, filename: unknown) {
-  const agent = await ownedAgent(user, agentId)
+export async function deleteKnowledge(agent: Agent, filename: unknown) {
   const name = typeof filename === 'string' ? filename : ''
   const deleted = await db
     .from('knowledge_files')

@@ -1,4 +1,6 @@
 import type { HttpContext } from '@adonisjs/core/http'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
 import {
   createSchedule,
   deleteSchedule,
@@ -16,8 +18,10 @@ export default class SchedulesController {
    * @description An array of scheduled tasks; nextRunAt is null while a task is paused. Times are UTC.
    * @responseBody 200 - {"success":true,"data":[{"id":"5b0c...","name":"Morning digest","cron":"0 9 * * *","timezone":"Europe/Paris","message":"Summarise the news","enabled":true,"lastRunAt":null,"nextRunAt":"2026-11-25T08:00:00.000Z","createdAt":"2026-11-24T12:00:00.000Z"}]}
    */
-  async index({ auth, params }: HttpContext) {
-    return listSchedules(auth.getUserOrFail(), params.id)
+  async index({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
+    return listSchedules(agent)
   }
 
   /**
@@ -27,10 +31,12 @@ export default class SchedulesController {
    * @requestBody {"name":"Morning digest","cron":"0 9 * * *","message":"Summarise the news","timezone":"Europe/Paris"}
    * @responseBody 201 - {"success":true,"data":{"id":"5b0c...","name":"Morning digest","cron":"0 9 * * *","timezone":"Europe/Paris","message":"Summarise the news","enabled":true,"lastRunAt":null,"nextRunAt":"2026-11-25T08:00:00.000Z","createdAt":"2026-11-24T12:00:00.000Z"}}
    */
-  async store({ auth, params, request, response }: HttpContext) {
+  async store({ auth, bouncer, params, request, response }: HttpContext) {
     const input = await request.validateUsing(createScheduleValidator)
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
     response.status(201)
-    return createSchedule(auth.getUserOrFail(), params.id, input)
+    return createSchedule(auth.getUserOrFail(), agent, input)
   }
 
   /**
@@ -38,8 +44,10 @@ export default class SchedulesController {
    * @summary Delete a scheduled task
    * @responseBody 200 - {"success":true,"data":{"deleted":true,"id":"5b0c..."}}
    */
-  async destroy({ auth, params }: HttpContext) {
-    return deleteSchedule(auth.getUserOrFail(), params.id, params.jobId)
+  async destroy({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return deleteSchedule(agent, params.jobId)
   }
 
   /**
@@ -48,8 +56,10 @@ export default class SchedulesController {
    * @description The task is kept and does not run (enabled false, nextRunAt null).
    * @responseBody 200 - {"success":true,"data":{"id":"5b0c...","name":"Morning digest","cron":"0 9 * * *","timezone":"UTC","message":"Summarise the news","enabled":false,"lastRunAt":null,"nextRunAt":null,"createdAt":"2026-11-24T12:00:00.000Z"}}
    */
-  async pause({ auth, params }: HttpContext) {
-    return setScheduleEnabled(auth.getUserOrFail(), params.id, params.jobId, false)
+  async pause({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return setScheduleEnabled(agent, params.jobId, false)
   }
 
   /**
@@ -58,8 +68,10 @@ export default class SchedulesController {
    * @description The next run is computed from now.
    * @responseBody 200 - {"success":true,"data":{"id":"5b0c...","name":"Morning digest","cron":"0 9 * * *","timezone":"UTC","message":"Summarise the news","enabled":true,"lastRunAt":null,"nextRunAt":"2026-11-25T09:00:00.000Z","createdAt":"2026-11-24T12:00:00.000Z"}}
    */
-  async resume({ auth, params }: HttpContext) {
-    return setScheduleEnabled(auth.getUserOrFail(), params.id, params.jobId, true)
+  async resume({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return setScheduleEnabled(agent, params.jobId, true)
   }
 
   /**
@@ -68,7 +80,9 @@ export default class SchedulesController {
    * @description Newest first; status ok, error or skipped (agent stopped, or runs missed while the service was down).
    * @responseBody 200 - {"success":true,"data":{"runs":[{"id":"77aa...","startedAt":"2026-11-24T09:00:00.000Z","finishedAt":"2026-11-24T09:00:02.000Z","status":"ok","error":null,"replyExcerpt":"Here is your digest..."}]}}
    */
-  async runs({ auth, params }: HttpContext) {
-    return { runs: await listRuns(auth.getUserOrFail(), params.id, params.jobId) }
+  async runs({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
+    return { runs: await listRuns(agent, params.jobId) }
   }
 }

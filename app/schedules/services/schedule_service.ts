@@ -6,7 +6,6 @@ import type { PeriodicJob } from '#core/jobs/periodic_jobs'
 import { tierPlan } from '#config/plans'
 import type User from '#identity/models/user'
 import Agent from '#agents/models/agent'
-import { ownedAgent } from '#agents/services/agent_access'
 import { isUuid } from '#identity/services/api_key_tokens_provider'
 import { chatWithAgent } from '#chat/services/chat_service'
 import {
@@ -72,8 +71,10 @@ async function scheduleOf(agentId: string, jobId: unknown): Promise<ScheduleRow>
   return row
 }
 
-export async function listSchedules(user: { id: string }, agentId: unknown) {
-  const agent = await ownedAgent(user, agentId)
+// The routes' functions take the agent their controller found and authorized
+// (AgentPolicy); `owner` is that agent's owner, whose plan sets the limits.
+
+export async function listSchedules(agent: Agent) {
   const rows = await db
     .from('agent_schedules')
     .where('agent_id', agent.id)
@@ -81,9 +82,8 @@ export async function listSchedules(user: { id: string }, agentId: unknown) {
   return rows.map(present)
 }
 
-export async function createSchedule(user: User, agentId: unknown, input: NewSchedule) {
-  const agent = await ownedAgent(user, agentId)
-  const plan = tierPlan(user.effectiveTier)
+export async function createSchedule(owner: User, agent: Agent, input: NewSchedule) {
+  const plan = tierPlan(owner.effectiveTier)
   const timezone = checkTimezone(input.timezone ?? 'UTC')
   const cron = checkCron(input.cron, timezone)
   const interval = shortestIntervalMinutes(cron, timezone)
@@ -116,8 +116,7 @@ export async function createSchedule(user: User, agentId: unknown, input: NewSch
   return present(row)
 }
 
-export async function deleteSchedule(user: { id: string }, agentId: unknown, jobId: unknown) {
-  const agent = await ownedAgent(user, agentId)
+export async function deleteSchedule(agent: Agent, jobId: unknown) {
   const row = await scheduleOf(agent.id, jobId)
   await db.from('agent_schedules').where('id', row.id).delete()
   return { deleted: true, id: row.id }
@@ -125,13 +124,11 @@ export async function deleteSchedule(user: { id: string }, agentId: unknown, job
 
 /** Paused tasks keep their place and do not run; resume computes the next run from now. */
 export async function setScheduleEnabled(
-  user: { id: string },
-  agentId: unknown,
+  agent: Agent,
   jobId: unknown,
   enabled: boolean,
   now = new Date()
 ) {
-  const agent = await ownedAgent(user, agentId)
   const row = await scheduleOf(agent.id, jobId)
   const [updated] = await db
     .from('agent_schedules')
@@ -144,8 +141,7 @@ export async function setScheduleEnabled(
   return present(updated)
 }
 
-export async function listRuns(user: { id: string }, agentId: unknown, jobId: unknown) {
-  const agent = await ownedAgent(user, agentId)
+export async function listRuns(agent: Agent, jobId: unknown) {
   const row = await scheduleOf(agent.id, jobId)
   const runs = await db
     .from('agent_schedule_runs')

@@ -1,4 +1,6 @@
 import type { HttpContext } from '@adonisjs/core/http'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
 import { installSkill, skillsState, uninstallSkill } from '#skills/services/skills_service'
 import { skillIdValidator } from '#skills/validators/skill_validators'
 
@@ -10,8 +12,10 @@ export default class SkillsController {
    * @description Installed skill ids, the catalogue skills the agent's framework can load, the owner's tier and its maxSkills.
    * @responseBody 200 - {"success":true,"data":{"installed":["token-research"],"available":["code-review","daily-digest","meeting-notes","token-research","translation","wallet-report","web-page-summary"],"tier":"free","maxSkills":2}}
    */
-  async index({ auth, params }: HttpContext) {
-    return skillsState(auth.getUserOrFail(), params.id)
+  async index({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
+    return skillsState(agent)
   }
 
   /**
@@ -21,9 +25,11 @@ export default class SkillsController {
    * @requestBody {"skillId":"token-research"}
    * @responseBody 200 - {"success":true,"data":{"installed":["token-research"],"available":["code-review","daily-digest","meeting-notes","token-research","translation","wallet-report","web-page-summary"],"tier":"free","maxSkills":2}}
    */
-  async install({ auth, params, request }: HttpContext) {
+  async install({ bouncer, params, request }: HttpContext) {
     const { skillId } = await request.validateUsing(skillIdValidator)
-    return installSkill(auth.getUserOrFail(), params.id, skillId)
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return installSkill(agent, skillId)
   }
 
   /**
@@ -33,8 +39,10 @@ export default class SkillsController {
    * @requestBody {"skillId":"token-research"}
    * @responseBody 200 - {"success":true,"data":{"installed":[],"available":["code-review","daily-digest","meeting-notes","token-research","translation","wallet-report","web-page-summary"],"tier":"free","maxSkills":2}}
    */
-  async uninstall({ auth, params, request }: HttpContext) {
+  async uninstall({ bouncer, params, request }: HttpContext) {
     const { skillId } = await request.validateUsing(skillIdValidator)
-    return uninstallSkill(auth.getUserOrFail(), params.id, skillId)
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return uninstallSkill(agent, skillId)
   }
 }

@@ -7,7 +7,7 @@ import {
   ValidationException,
 } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
-import { ownedAgent } from '#agents/services/agent_access'
+import { findAgent } from '#agents/services/agent_access'
 import { runtimeSpecFor } from '#agents/services/runtime_spec'
 import User from '#identity/models/user'
 import runtime from '#runtime/services/runtime'
@@ -71,9 +71,8 @@ function stateOf(agent: Agent, tier: TierKey): SkillsState {
   }
 }
 
-/** GET /agents/:id/skills. */
-export async function skillsState(user: { id: string }, agentId: unknown): Promise<SkillsState> {
-  const agent = await ownedAgent(user, agentId)
+/** GET /agents/:id/skills (each route's agent found and authorized by its controller). */
+export async function skillsState(agent: Agent): Promise<SkillsState> {
   return stateOf(agent, await tierOf(agent.userId))
 }
 
@@ -114,19 +113,14 @@ async function applyToDisk(agent: Agent, change: SkillChange) {
  * limit) and writes it where the framework loads it. Installing an
  * installed skill changes nothing.
  */
-export async function installSkill(
-  user: { id: string },
-  agentId: unknown,
-  skillId: string
-): Promise<SkillsState> {
-  const checked = await ownedAgent(user, agentId)
+export async function installSkill(checked: Agent, skillId: string): Promise<SkillsState> {
   const skill = requireSkill(skillId, checked.framework)
   requireContainerAllowed(checked)
   const tier = await tierOf(checked.userId)
   const maxSkills = tierPlan(tier).maxSkills
 
   const { agent, added } = await db.transaction(async (trx) => {
-    const locked = await ownedAgent(user, agentId, { trx, forUpdate: true })
+    const locked = await findAgent(checked.id, { trx, forUpdate: true })
     requireContainerAllowed(locked)
     const installed = [...(locked.installedSkills ?? [])]
     if (installed.includes(skill.id)) return { agent: locked, added: false }
@@ -146,18 +140,13 @@ export async function installSkill(
 }
 
 /** POST /agents/:id/skills/uninstall: 404 when the skill is not installed on the agent. */
-export async function uninstallSkill(
-  user: { id: string },
-  agentId: unknown,
-  skillId: string
-): Promise<SkillsState> {
-  const checked = await ownedAgent(user, agentId)
+export async function uninstallSkill(checked: Agent, skillId: string): Promise<SkillsState> {
   if (!catalogueSkill(skillId) && !(checked.installedSkills ?? []).includes(skillId)) {
     throw new NotFoundException(`No skill "${skillId}" in the catalogue`)
   }
   requireContainerAllowed(checked)
   const agent = await db.transaction(async (trx) => {
-    const locked = await ownedAgent(user, agentId, { trx, forUpdate: true })
+    const locked = await findAgent(checked.id, { trx, forUpdate: true })
     requireContainerAllowed(locked)
     const installed = locked.installedSkills ?? []
     if (!installed.includes(skillId)) {

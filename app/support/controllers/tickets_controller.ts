@@ -1,6 +1,13 @@
 import type { HttpContext } from '@adonisjs/core/http'
 import { createTicketValidator, ticketReplyValidator } from '#support/validators/ticket_validators'
-import { addHolderReply, openTicket, ticketOf, ticketsOf } from '#support/services/ticket_service'
+import TicketPolicy from '#support/policies/ticket_policy'
+import {
+  addHolderReply,
+  findTicket,
+  openTicket,
+  ticketView,
+  ticketsOf,
+} from '#support/services/ticket_service'
 
 export default class TicketsController {
   /**
@@ -33,8 +40,10 @@ export default class TicketsController {
    * @responseBody 200 - {"success":true,"data":{"id":"7a1c...","subject":"Agent paused after upgrade","body":"My agent shows paused since this morning.","category":"technical","status":"waiting","replies":[{"id":"3f2e...","author":"staff","body":"We resumed it; please check.","createdAt":"2025-01-01T01:00:00.000Z"}],"createdAt":"2025-01-01T00:00:00.000Z","updatedAt":"2025-01-01T01:00:00.000Z"}}
    * @responseBody 404 - {"success":false,"error":"Ticket not found","code":"NOT_FOUND"}
    */
-  async show({ auth, params }: HttpContext) {
-    return ticketOf(auth.getUserOrFail().id, params.id)
+  async show({ bouncer, params }: HttpContext) {
+    const ticket = await findTicket(params.id)
+    await bouncer.with(TicketPolicy).authorize('view', ticket)
+    return ticketView(ticket)
   }
 
   /**
@@ -45,9 +54,11 @@ export default class TicketsController {
    * @responseBody 201 - {"success":true,"data":{"id":"7a1c...","subject":"Agent paused after upgrade","body":"My agent shows paused since this morning.","category":"technical","status":"open","replies":[{"id":"9d0a...","author":"holder","body":"Still paused, see screenshot.","createdAt":"2025-01-01T02:00:00.000Z"}],"createdAt":"2025-01-01T00:00:00.000Z","updatedAt":"2025-01-01T02:00:00.000Z"}}
    * @responseBody 404 - {"success":false,"error":"Ticket not found","code":"NOT_FOUND"}
    */
-  async reply({ auth, params, request, response }: HttpContext) {
+  async reply({ bouncer, params, request, response }: HttpContext) {
     const { body } = await request.validateUsing(ticketReplyValidator)
+    const ticket = await findTicket(params.id)
+    await bouncer.with(TicketPolicy).authorize('reply', ticket)
     response.status(201)
-    return addHolderReply(auth.getUserOrFail().id, params.id, body)
+    return addHolderReply(ticket, body)
   }
 }

@@ -1,13 +1,12 @@
 import db from '@adonisjs/lucid/services/db'
-import { NotFoundException } from '#core/exceptions/api_exceptions'
 import User from '#identity/models/user'
-import { isUuid } from '#identity/services/api_key_tokens_provider'
 import { sendMailInBackground } from '#identity/services/mailer'
 import { notify } from '#identity/services/notification_service'
-import SupportTicket, { type TicketStatus } from '#support/models/support_ticket'
+import type SupportTicket from '#support/models/support_ticket'
+import { type TicketStatus } from '#support/models/support_ticket'
 import SupportTicketReply from '#support/models/support_ticket_reply'
 import { staffReplyMail } from '#support/mails/ticket_mails'
-import { announceTicketChange } from '#support/services/ticket_service'
+import { announceTicketChange, findTicket } from '#support/services/ticket_service'
 
 /**
  * The staff side of support (the console calls it): the queue, a ticket
@@ -65,12 +64,6 @@ export async function ticketCounts(): Promise<Record<TicketStatus, number>> {
     if (row.status in counts) counts[row.status as TicketStatus] = Number(row.n)
   }
   return counts
-}
-
-export async function findTicket(ticketId: string): Promise<SupportTicket> {
-  const ticket = isUuid(ticketId) ? await SupportTicket.find(ticketId) : null
-  if (!ticket) throw new NotFoundException('Ticket not found')
-  return ticket
 }
 
 export async function ticketForStaff(ticketId: string) {

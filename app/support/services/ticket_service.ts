@@ -100,31 +100,28 @@ export async function ticketsOf(userId: string): Promise<TicketView[]> {
   return tickets.map((ticket) => presentTicket(ticket, replies.get(ticket.id)!))
 }
 
-/** One of the holder's own tickets; 404 for another's or an unknown id. */
-async function ownTicket(userId: string, ticketId: string): Promise<SupportTicket> {
-  const ticket = isUuid(ticketId)
-    ? await SupportTicket.query().where('id', ticketId).where('user_id', userId).first()
-    : null
+/**
+ * The ticket with this id; 404 for unknown and malformed ids alike. The one
+ * ticket lookup (holder routes and console): who may see or answer it is
+ * TicketPolicy's answer.
+ */
+export async function findTicket(ticketId: string): Promise<SupportTicket> {
+  const ticket = isUuid(ticketId) ? await SupportTicket.find(ticketId) : null
   if (!ticket) throw new NotFoundException('Ticket not found')
   return ticket
 }
 
-export async function ticketOf(userId: string, ticketId: string): Promise<TicketView> {
-  const ticket = await ownTicket(userId, ticketId)
+/** The holder's view of a ticket (found and authorized by the controller): public replies only. */
+export async function ticketView(ticket: SupportTicket): Promise<TicketView> {
   const replies = await publicRepliesOf([ticket.id])
   return presentTicket(ticket, replies.get(ticket.id)!)
 }
 
 /** The holder answers: the ticket is open again (it waits for staff). */
-export async function addHolderReply(
-  userId: string,
-  ticketId: string,
-  body: string
-): Promise<TicketView> {
-  const ticket = await ownTicket(userId, ticketId)
+export async function addHolderReply(ticket: SupportTicket, body: string): Promise<TicketView> {
   await db.transaction(async (trx) => {
     await SupportTicketReply.create(
-      { ticketId: ticket.id, authorId: userId, authorKind: 'holder', body, internal: false },
+      { ticketId: ticket.id, authorId: ticket.userId, authorKind: 'holder', body, internal: false },
       { client: trx }
     )
     ticket.useTransaction(trx)
@@ -132,5 +129,5 @@ export async function addHolderReply(
     await ticket.save()
   })
   announceTicketChange({ ticketId: ticket.id, change: 'holder_reply' })
-  return ticketOf(userId, ticket.id)
+  return ticketView(ticket)
 }

@@ -1,4 +1,6 @@
 import type { HttpContext } from '@adonisjs/core/http'
+import AgentPolicy from '#agents/policies/agent_policy'
+import { findAgent } from '#agents/services/agent_access'
 import { research } from '#tools/services/research_service'
 import { scanToken } from '#tools/services/token_scan_service'
 import { setWatchedWallets, watchedWallets } from '#tools/services/wallet_watch_service'
@@ -17,9 +19,11 @@ export default class ToolsController {
    * @requestBody {"mintAddress":"EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"}
    * @responseBody 200 - {"success":true,"data":{"mintAddress":"EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v","name":"USD Coin","symbol":"USDC","decimals":6,"price":0.9999,"marketCap":9000000000,"aiSummary":"USDC is a fiat-backed stablecoin... Verdict: low risk.","scannedAt":"2025-01-01T00:00:00.000Z","supply":"9000000000","priceAvailable":true,"mintAuthority":"BJE5MMbqXjVwjAF7oxwPYXnTXDyspzZyt4vwenNw5ruG","freezeAuthority":"7dGbd2QZcCKcTndnHcTL8q7SMVXAkp688NTQYwrRCrar","tokenProgram":"spl-token","model":"gpt-4o-mini"}}
    */
-  async scanToken({ auth, params, request }: HttpContext) {
+  async scanToken({ bouncer, params, request }: HttpContext) {
     const { mintAddress } = await request.validateUsing(scanTokenValidator)
-    return scanToken(auth.getUserOrFail(), params.id, mintAddress)
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('useTools', agent)
+    return scanToken(agent, mintAddress)
   }
 
   /**
@@ -29,9 +33,11 @@ export default class ToolsController {
    * @requestBody {"query":"What is the difference between SPL Token and Token-2022?"}
    * @responseBody 200 - {"success":true,"data":{"query":"What is the difference between SPL Token and Token-2022?","result":"Token-2022 is a superset...","model":"gpt-4o-mini","completedAt":"2025-01-01T00:00:00.000Z"}}
    */
-  async research({ auth, params, request }: HttpContext) {
+  async research({ bouncer, params, request }: HttpContext) {
     const { query } = await request.validateUsing(researchValidator)
-    return research(auth.getUserOrFail(), params.id, query)
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('useTools', agent)
+    return research(agent, query)
   }
 
   /**
@@ -40,8 +46,10 @@ export default class ToolsController {
    * @description Each watched wallet with its balance (getBalance; USD at the SOL price of PRICE_API_URL) and its 10 most recent transactions (getSignaturesForAddress and getTransaction): `type` in, out or other, `amount` in SOL without the fee, `ts` in Unix seconds. A wallet's chain data is cached 30 s.
    * @responseBody 200 - {"success":true,"data":{"watchedWallets":[{"address":"9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM","balance":{"sol":1.5,"usd":213.15},"transactions":[{"signature":"5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW","type":"in","amount":1.5,"ts":1735689600}]}]}}
    */
-  async walletWatch({ auth, params }: HttpContext) {
-    return watchedWallets(auth.getUserOrFail(), params.id)
+  async walletWatch({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
+    return watchedWallets(agent)
   }
 
   /**
@@ -51,8 +59,10 @@ export default class ToolsController {
    * @requestBody {"wallets":["9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"]}
    * @responseBody 200 - {"success":true,"data":{"wallets":["9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM"]}}
    */
-  async setWalletWatch({ auth, params, request }: HttpContext) {
+  async setWalletWatch({ bouncer, params, request }: HttpContext) {
     const { wallets } = await request.validateUsing(walletWatchValidator)
-    return setWatchedWallets(auth.getUserOrFail(), params.id, wallets)
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return setWatchedWallets(agent, wallets)
   }
 }

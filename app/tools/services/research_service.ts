@@ -1,8 +1,8 @@
 import db from '@adonisjs/lucid/services/db'
 import { tierPlan } from '#config/plans'
-import { ownedAgent } from '#agents/services/agent_access'
 import { hostedCompletion } from '#chat/services/model_proxy'
 import User from '#identity/models/user'
+import type Agent from '#agents/models/agent'
 import { withDailyUse } from '#tools/services/daily_allowance'
 
 /** Spec "Research result". */
@@ -26,12 +26,7 @@ const RESEARCH_MAX_TOKENS = 2000
  * AI Credits), stored with the model that answered. 20 per account and UTC
  * day (a failed answer gives its use back).
  */
-export async function research(
-  user: { id: string },
-  agentId: unknown,
-  query: string
-): Promise<ResearchResult> {
-  const agent = await ownedAgent(user, agentId)
+export async function research(agent: Agent, query: string): Promise<ResearchResult> {
   const owner = await User.findOrFail(agent.userId)
   const allowance = {
     table: 'research_tasks' as const,

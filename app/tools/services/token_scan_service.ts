@@ -4,9 +4,9 @@ import db from '@adonisjs/lucid/services/db'
 import { tierPlan } from '#config/plans'
 import { NotFoundException, ValidationException } from '#core/exceptions/api_exceptions'
 import { cacheClear, cacheGet, cacheSet } from '#core/cache/shared_cache'
-import { ownedAgent } from '#agents/services/agent_access'
 import { hostedCompletion } from '#chat/services/model_proxy'
 import User from '#identity/models/user'
+import type Agent from '#agents/models/agent'
 import { withDailyUse } from '#tools/services/daily_allowance'
 import {
   rpcRequest as rpcCall,
@@ -152,12 +152,7 @@ export function parseMint(value: unknown): Address {
  * from the hosted model (the owner's AI Credits). Each scan is one of the
  * account's daily scans, also when answered from the per-mint cache.
  */
-export async function scanToken(
-  user: { id: string },
-  agentId: unknown,
-  mintInput: unknown
-): Promise<TokenScanResult> {
-  const agent = await ownedAgent(user, agentId)
+export async function scanToken(agent: Agent, mintInput: unknown): Promise<TokenScanResult> {
   const mint = parseMint(mintInput)
   // Settings first: a scan that cannot run costs no daily use.
   requireToolSetting('SOLANA_RPC_URL', PURPOSE)

@@ -2,9 +2,9 @@ import { address as toAddress, signature as toSignature, type Address } from '@s
 import db from '@adonisjs/lucid/services/db'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import { cacheClear, cached } from '#core/cache/shared_cache'
-import { ownedAgent } from '#agents/services/agent_access'
 import { usdPrice } from '#billing/services/price_feed'
 import { rpcRequest as rpcCall } from '#billing/services/solana_rpc'
+import type Agent from '#agents/models/agent'
 import { toolsRpc } from '#tools/services/solana_client'
 import { requireToolSetting } from '#tools/services/tool_settings'
 
@@ -132,11 +132,7 @@ async function solPrice(): Promise<number> {
 }
 
 /** GET /agents/:id/wallet-watch. */
-export async function watchedWallets(
-  user: { id: string },
-  agentId: unknown
-): Promise<{ watchedWallets: WatchedWallet[] }> {
-  const agent = await ownedAgent(user, agentId)
+export async function watchedWallets(agent: Agent): Promise<{ watchedWallets: WatchedWallet[] }> {
   const wallets = await walletsOf(agent.id)
   if (wallets.length === 0) return { watchedWallets: [] }
   requireToolSetting('SOLANA_RPC_URL', PURPOSE)
@@ -159,11 +155,9 @@ export async function watchedWallets(
 
 /** POST /agents/:id/wallet-watch: replaces the set (validated by the caller). */
 export async function setWatchedWallets(
-  user: { id: string },
-  agentId: unknown,
+  agent: Agent,
   wallets: string[]
 ): Promise<{ wallets: string[] }> {
-  const agent = await ownedAgent(user, agentId)
   const unique = [...new Set(wallets)]
   await db.transaction(async (trx) => {
     await trx.from('watched_wallets').where('agent_id', agent.id).delete()
