@@ -74,9 +74,14 @@ async function scheduleOf(agentId: string, jobId: unknown): Promise<ScheduleRow>
 
 export async function listSchedules(user: { id: string }, agentId: unknown) {
   const agent = await ownedAgent(user, agentId)
+  return schedulesOfAgent(agent.id)
+}
+
+/** An agent's tasks, oldest first, without an ownership check (the staff console's agent page). */
+export async function schedulesOfAgent(agentId: string) {
   const rows = await db
     .from('agent_schedules')
-    .where('agent_id', agent.id)
+    .where('agent_id', agentId)
     .orderBy('created_at', 'asc')
   return rows.map(present)
 }
