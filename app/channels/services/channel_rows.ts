@@ -40,6 +40,21 @@ export async function rowsOfAgent(agentId: string): Promise<ChannelRow[]> {
   return result.rows
 }
 
+/** What staff see of a channel: its state, account, last error and holder. */
+export type ChannelStateRow = Pick<
+  ChannelRow,
+  'channel' | 'state' | 'identity' | 'last_error' | 'holder' | 'lease_expires_at'
+>
+
+/** An agent's channels by name, as the staff console's agent page shows them. */
+export async function channelStatesOf(agentId: string): Promise<ChannelStateRow[]> {
+  return db
+    .from('agent_channels')
+    .where('agent_id', agentId)
+    .orderBy('channel', 'asc')
+    .select('channel', 'state', 'identity', 'last_error', 'holder', 'lease_expires_at')
+}
+
 export async function rowById(id: string): Promise<ChannelRow | undefined> {
   const result = await db.rawQuery('select * from agent_channels where id = ?', [id])
   return result.rows[0]

@@ -5,7 +5,7 @@ import { findAgent } from '#agents/services/agent_access'
 import TicketPolicy from '#support/policies/ticket_policy'
 import { findTicket } from '#support/services/ticket_service'
 import AccountPolicy from '#console/policies/account_policy'
-import { findAccount } from '#console/services/directory'
+import { findAccount } from '#identity/queries/console_accounts'
 import {
   agentActionAsStaff,
   assignTicketAsStaff,

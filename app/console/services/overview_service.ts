@@ -1,13 +1,16 @@
 import os from 'node:os'
 import app from '@adonisjs/core/services/app'
-import db from '@adonisjs/lucid/services/db'
+import { accountCount } from '#identity/queries/console_accounts'
+import { agentCountsByStatus, storedContainerStates } from '#agents/queries/console_agents'
+import { llmCreditsSpentSince } from '#credits/services/credit_ledger'
+import { revenueSince } from '#billing/queries/console_payments'
 import { ticketCounts } from '#support/services/ticket_desk'
 import { requestCounter } from '#core/http/request_counter'
 
 /**
- * The overview's figures, each from one aggregate query. Container states
- * come from the runtime (what this host knows); stored agent states from
- * the database.
+ * The overview's figures, each from one aggregate query of the area that
+ * owns the table. Container states come from the runtime (what this host
+ * knows); stored agent states from the agents area.
  */
 export async function overviewFigures() {
   const since = new Date(Date.now() - 60 * 60 * 1000)
@@ -15,36 +18,24 @@ export async function overviewFigures() {
   today.setUTCHours(0, 0, 0, 0)
   const monthStart = new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), 1))
 
-  const [accounts, agentStates, creditsToday, revenue, tickets, containers] = await Promise.all([
-    db.from('users').count('* as n').first(),
-    db.from('agents').select('status').count('* as n').groupBy('status'),
-    db
-      .from('credit_ledger')
-      .where('kind', 'llm')
-      .where('created_at', '>=', today)
-      .sum('credits as spent')
-      .first(),
-    db
-      .from('payments')
-      .where('status', 'completed')
-      .where('created_at', '>=', monthStart)
-      .sum('usd_value as usd')
-      .first(),
-    ticketCounts(),
-    containerStates(),
-  ])
-
-  const statuses: Record<string, number> = {}
-  for (const row of agentStates) statuses[row.status] = Number(row.n)
+  const [accounts, statuses, creditsSpentToday, revenueThisMonthUsd, tickets, containers] =
+    await Promise.all([
+      accountCount(),
+      agentCountsByStatus(),
+      llmCreditsSpentSince(today),
+      revenueSince(monthStart),
+      ticketCounts(),
+      containerStates(),
+    ])
 
   return {
-    accounts: Number(accounts?.n ?? 0),
+    accounts,
     agents: Object.values(statuses).reduce((a, b) => a + b, 0),
     agentStatuses: statuses,
     containers: containers.states,
     capacity: containers.capacity,
-    creditsSpentToday: Math.abs(Number(creditsToday?.spent ?? 0)),
-    revenueThisMonthUsd: Number(revenue?.usd ?? 0),
+    creditsSpentToday,
+    revenueThisMonthUsd,
     openTickets: tickets.open,
     waitingTickets: tickets.waiting,
     requestsLastHour: requestCounter.since(since),
@@ -60,32 +51,13 @@ export async function overviewFigures() {
 /**
  * Agents by container state: running, starting and queued from this
  * host's capacity manager; sleeping, stopped and error from the stored
- * states (sleeping: active and put to sleep).
+ * states (the agents area's `storedContainerStates`).
  */
 async function containerStates(): Promise<{
   states: Record<string, number>
   capacity: { reservedMb: number; memoryBudgetMb: number; bootConcurrency: number } | null
 }> {
-  const [sleeping, states] = await Promise.all([
-    db
-      .from('agents')
-      .where('status', 'active')
-      .whereNotNull('sleeping_since')
-      .count('* as n')
-      .first(),
-    db
-      .from('agents')
-      .whereIn('status', ['stopped', 'paused', 'error'])
-      .select('status')
-      .count('* as n')
-      .groupBy('status'),
-  ])
-  const counts: Record<string, number> = {
-    sleeping: Number(sleeping?.n ?? 0),
-    stopped: 0,
-    error: 0,
-  }
-  for (const row of states) counts[row.status === 'error' ? 'error' : 'stopped'] += Number(row.n)
+  const counts: Record<string, number> = await storedContainerStates()
   try {
     const runtime: any = await app.container.make('runtime')
     const snapshot = runtime.capacity()

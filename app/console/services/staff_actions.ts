@@ -1,5 +1,4 @@
 import { DateTime } from 'luxon'
-import db from '@adonisjs/lucid/services/db'
 import { ForbiddenException } from '#core/exceptions/api_exceptions'
 import type User from '#identity/models/user'
 import type { Role } from '#identity/models/user'
@@ -7,14 +6,14 @@ import type Agent from '#agents/models/agent'
 import { grantCredits } from '#credits/services/credits_service'
 import { mailVerificationLink } from '#identity/services/account_service'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
-import { findAgent } from '#agents/services/agent_access'
+import { activeAgentsOf } from '#agents/queries/console_agents'
+import { findAccount } from '#identity/queries/console_accounts'
 import type SupportTicket from '#support/models/support_ticket'
 import type { TicketStatus } from '#support/models/support_ticket'
 import { addStaffReply, assignTicket, setTicketStatus } from '#support/services/ticket_desk'
 import { audit } from '#console/services/audit_service'
 import { setPlanByStaff } from '#billing/services/staff_plan'
 import type { TierKey } from '#config/plans'
-import { findAccount } from '#console/services/directory'
 import { atLeast } from '#console/services/staff_roles'
 
 /**
@@ -69,15 +68,7 @@ export async function setDisabledAsStaff(actor: User, target: User, disabled: bo
   target.disabledAt = disabled ? DateTime.now() : null
   await target.save()
   if (disabled) {
-    const agents = await db
-      .from('agents')
-      .where('user_id', target.id)
-      .where('status', 'active')
-      .select('id')
-    for (const row of agents) {
-      const agent = await findAgent(row.id)
-      await agentLifecycle.stop(agent)
-    }
+    for (const agent of await activeAgentsOf(target.id)) await agentLifecycle.stop(agent)
   }
   await audit(actor, {
     action: disabled ? 'account.disable' : 'account.enable',

@@ -1,6 +1,6 @@
 import { AuthorizationResponse } from '@adonisjs/bouncer'
 import type { AuthorizerResponse } from '@adonisjs/bouncer/types'
-import type { Role } from '#identity/models/user'
+import { roles, type Role } from '#identity/models/user'
 
 /**
  * Console access by role, each including the one before it:
@@ -15,6 +15,9 @@ const RANK: Record<Role, number> = { user: 0, support: 1, operator: 2, admin: 3 
 export function isStaff(role: Role): role is StaffRole {
   return RANK[role] >= RANK.support
 }
+
+/** The roles with console access, lowest first. */
+export const staffRoles: readonly StaffRole[] = roles.filter(isStaff)
 
 /** True when `role` may do what `needed` may. */
 export function atLeast(role: Role, needed: StaffRole): boolean {

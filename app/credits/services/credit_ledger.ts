@@ -184,5 +184,16 @@ export async function debitsOf(userId: string, limit: number): Promise<CreditLed
     .limit(limit)
 }
 
+/** Credits spent on hosted model requests (`llm` entries) since `since`, as a positive number. */
+export async function llmCreditsSpentSince(since: Date): Promise<number> {
+  const row = await db
+    .from('credit_ledger')
+    .where('kind', 'llm')
+    .where('created_at', '>=', since)
+    .sum('credits as spent')
+    .first()
+  return Math.abs(Number(row?.spent ?? 0))
+}
+
 const creditLedger = { credit, debit, balanceOf, entriesOf, debitsOf }
 export default creditLedger

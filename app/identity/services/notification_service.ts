@@ -60,6 +60,14 @@ export async function unreadFor(userId: string): Promise<Notification[]> {
     .limit(UNREAD_LIST_LIMIT)
 }
 
+/** The newest notifications of a user, read or not (the staff console's account page). */
+export async function latestNotificationsOf(
+  userId: string,
+  limit: number
+): Promise<Notification[]> {
+  return Notification.query().where('user_id', userId).orderBy('created_at', 'desc').limit(limit)
+}
+
 /** Marks the caller's own notifications read; other ids are ignored. */
 export async function markRead(userId: string, ids: string[]): Promise<number> {
   const valid = ids.filter(isUuid)

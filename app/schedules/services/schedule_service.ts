@@ -75,9 +75,14 @@ async function scheduleOf(agentId: string, jobId: unknown): Promise<ScheduleRow>
 // (AgentPolicy); `owner` is that agent's owner, whose plan sets the limits.
 
 export async function listSchedules(agent: Agent) {
+  return schedulesOfAgent(agent.id)
+}
+
+/** An agent's tasks, oldest first, without an ownership check (the staff console's agent page). */
+export async function schedulesOfAgent(agentId: string) {
   const rows = await db
     .from('agent_schedules')
-    .where('agent_id', agent.id)
+    .where('agent_id', agentId)
     .orderBy('created_at', 'asc')
   return rows.map(present)
 }

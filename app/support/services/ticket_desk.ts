@@ -1,4 +1,5 @@
 import db from '@adonisjs/lucid/services/db'
+import { likePrefix } from '#core/database/list_pages'
 import User from '#identity/models/user'
 import { sendMailInBackground } from '#identity/services/mailer'
 import { notify } from '#identity/services/notification_service'
@@ -19,10 +20,6 @@ export interface QueueFilter {
   status: TicketStatus
   search?: string
   page: number
-}
-
-function likePrefix(value: string) {
-  return `${value.toLowerCase().replace(/[%_\\]/g, '\\$&')}%`
 }
 
 export async function ticketQueue(filter: QueueFilter) {
@@ -64,6 +61,16 @@ export async function ticketCounts(): Promise<Record<TicketStatus, number>> {
     if (row.status in counts) counts[row.status as TicketStatus] = Number(row.n)
   }
   return counts
+}
+
+/** An account's tickets, newest first (the latest 20). */
+export async function ticketsOfAccount(userId: string) {
+  return db
+    .from('support_tickets')
+    .where('user_id', userId)
+    .orderBy('created_at', 'desc')
+    .limit(20)
+    .select('id', 'subject', 'status', 'created_at')
 }
 
 export async function ticketForStaff(ticketId: string) {
