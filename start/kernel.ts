@@ -23,7 +23,7 @@ router.use([
   () => import('#core/http/body_parser_middleware'),
   () => import('#core/http/input_gate_middleware'),
   () => import('#identity/middleware/initialize_auth_middleware'),
-  () => import('#core/http/initialize_bouncer_middleware'),
+  () => import('#policies/initialize_bouncer_middleware'),
 ])
 
 export const middleware = router.named({

@@ -1,6 +1,6 @@
 import type { HttpContext } from '@adonisjs/core/http'
 import { AuthRequiredException } from '#core/exceptions/api_exceptions'
-import { bouncerFor } from '#core/authorization/bouncer'
+import { bouncerFor } from '#policies/main'
 import type Agent from '#agents/models/agent'
 import AgentPolicy from '#agents/policies/agent_policy'
 import { findAgent } from '#agents/services/agent_access'

@@ -7,7 +7,7 @@ import { tryTakeSlot } from '#core/http/stream_slots'
 import { ApiException, NotFoundException } from '#core/exceptions/api_exceptions'
 import { mapError } from '#core/http/error_envelope'
 import { inspectInput } from '#core/http/input_gate_middleware'
-import { bouncerFor } from '#core/authorization/bouncer'
+import { bouncerFor } from '#policies/main'
 import AgentPolicy from '#agents/policies/agent_policy'
 import { findAgent } from '#agents/services/agent_access'
 import {

@@ -2,7 +2,7 @@ import type { HttpContext } from '@adonisjs/core/http'
 import type { NextFn } from '@adonisjs/core/types/http'
 import User from '#identity/models/user'
 import { ForbiddenException } from '#core/exceptions/api_exceptions'
-import { bouncerFor } from '#core/authorization/bouncer'
+import { bouncerFor } from '#policies/main'
 import { atLeast, isStaff, needsTotp, type StaffRole } from '#console/services/staff_roles'
 
 export const SESSION_USER = 'console_user_id'

@@ -6,7 +6,7 @@ import SupportTicket from '#support/models/support_ticket'
 import AgentPolicy from '#agents/policies/agent_policy'
 import TicketPolicy from '#support/policies/ticket_policy'
 import AccountPolicy from '#console/policies/account_policy'
-import { bouncerFor } from '#core/authorization/bouncer'
+import { bouncerFor } from '#policies/main'
 import { mapError, type MappedError } from '#core/http/error_envelope'
 
 function account(role: Role = 'user'): User {

@@ -1,7 +1,7 @@
 import type { HttpContext } from '@adonisjs/core/http'
 import type { NextFn } from '@adonisjs/core/types/http'
 import type User from '#identity/models/user'
-import { bouncerFor, type ActorBouncer } from '#core/authorization/bouncer'
+import { bouncerFor, type ActorBouncer } from '#policies/main'
 
 declare module '@adonisjs/core/http' {
   interface HttpContext {

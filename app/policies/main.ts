@@ -5,7 +5,8 @@ import type { ContainerResolver } from '@adonisjs/core/container'
  * Every policy by name, imported on first use, so `bouncer.with('AgentPolicy')`
  * works as well as `bouncer.with(AgentPolicy)`. Written by hand instead of
  * the assembler's generated barrel: the policies live in their areas
- * (`app/<area>/policies`), not in the one `app/policies` folder it indexes.
+ * (`app/<area>/policies`). This folder sits above the areas (like start/):
+ * the core may not import them (docs/architecture.md).
  */
 export const policies = {
   AgentPolicy: () => import('#agents/policies/agent_policy'),
