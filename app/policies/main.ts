@@ -11,7 +11,7 @@ import type { ContainerResolver } from '@adonisjs/core/container'
 export const policies = {
   AgentPolicy: () => import('#agents/policies/agent_policy'),
   TicketPolicy: () => import('#support/policies/ticket_policy'),
-  AccountPolicy: () => import('#console/policies/account_policy'),
+  AccountPolicy: () => import('#identity/policies/account_policy'),
 }
 
 /**

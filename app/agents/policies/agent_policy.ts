@@ -2,7 +2,7 @@ import { AuthorizationResponse, BasePolicy } from '@adonisjs/bouncer'
 import type { AuthorizerResponse } from '@adonisjs/bouncer/types'
 import type Agent from '#agents/models/agent'
 import type User from '#identity/models/user'
-import { staffRole } from '#console/services/staff_roles'
+import { staffRole } from '#identity/services/staff_roles'
 
 /**
  * The account a check is made for: a request's user, a WebSocket's, or the

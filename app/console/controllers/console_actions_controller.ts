@@ -4,7 +4,7 @@ import AgentPolicy from '#agents/policies/agent_policy'
 import { findAgent } from '#agents/services/agent_access'
 import TicketPolicy from '#support/policies/ticket_policy'
 import { findTicket } from '#support/services/ticket_service'
-import AccountPolicy from '#console/policies/account_policy'
+import AccountPolicy from '#identity/policies/account_policy'
 import { findAccount } from '#identity/queries/console_accounts'
 import {
   agentActionAsStaff,

@@ -13,7 +13,7 @@ import { auditPage } from '#console/services/audit_service'
 import { ticketQueue, ticketCounts } from '#support/services/ticket_desk'
 import { listQueryValidator } from '#console/validators/console_validators'
 import { tierOrder } from '#config/plans'
-import { atLeast } from '#console/services/staff_roles'
+import { atLeast } from '#identity/services/staff_roles'
 
 /** The console's read-only pages. Actions live in ConsoleActionsController. */
 export default class ConsolePagesController {

@@ -4,7 +4,7 @@ import User from '#identity/models/user'
 import { authenticate } from '#identity/services/session_service'
 import { ForbiddenException } from '#core/exceptions/api_exceptions'
 import { SESSION_PENDING, SESSION_USER } from '#console/middleware/console_auth_middleware'
-import { isStaff, needsTotp } from '#console/services/staff_roles'
+import { isStaff, needsTotp } from '#identity/services/staff_roles'
 import {
   newRecoveryCodes,
   newTotpSecret,

@@ -3,7 +3,7 @@ import type { NextFn } from '@adonisjs/core/types/http'
 import User from '#identity/models/user'
 import { ForbiddenException } from '#core/exceptions/api_exceptions'
 import { bouncerFor } from '#policies/main'
-import { atLeast, isStaff, needsTotp, type StaffRole } from '#console/services/staff_roles'
+import { atLeast, isStaff, needsTotp, type StaffRole } from '#identity/services/staff_roles'
 
 export const SESSION_USER = 'console_user_id'
 export const SESSION_PENDING = 'console_pending_user_id'

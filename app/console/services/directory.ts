@@ -18,7 +18,7 @@ import { schedulesOfAgent } from '#schedules/services/schedule_service'
 import { channelStatesOf } from '#channels/services/channel_rows'
 import { phaseOf } from '#runtime/boot_phases'
 import { agentActionsFor } from '#console/services/staff_actions'
-import { staffRoles } from '#console/services/staff_roles'
+import { staffRoles } from '#identity/services/staff_roles'
 
 /**
  * What the console's detail pages show, each piece read through the area

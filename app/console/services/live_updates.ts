@@ -5,7 +5,7 @@ import transmit from '@adonisjs/transmit/services/main'
 import type { HttpContext } from '@adonisjs/core/http'
 import { TICKET_CHANGED } from '#support/services/ticket_service'
 import { overviewFigures } from '#console/services/overview_service'
-import { isStaff } from '#console/services/staff_roles'
+import { isStaff } from '#identity/services/staff_roles'
 import { agentMonitoring } from '#console/services/directory'
 
 /**

@@ -14,7 +14,7 @@ import { addStaffReply, assignTicket, setTicketStatus } from '#support/services/
 import { audit } from '#console/services/audit_service'
 import { setPlanByStaff } from '#billing/services/staff_plan'
 import type { TierKey } from '#config/plans'
-import { atLeast } from '#console/services/staff_roles'
+import { atLeast } from '#identity/services/staff_roles'
 
 /**
  * Every staff action the console offers, each writing an audit entry. The

@@ -1,7 +1,7 @@
 import type { HttpContext } from '@adonisjs/core/http'
 import { grantValidator, historyValidator } from '#credits/validators/credits_validators'
 import { balanceView, grantCredits, historyView } from '#credits/services/credits_service'
-import AccountPolicy from '#console/policies/account_policy'
+import AccountPolicy from '#identity/policies/account_policy'
 
 export default class AiCreditsController {
   /**

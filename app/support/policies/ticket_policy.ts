@@ -2,7 +2,7 @@ import { AuthorizationResponse, BasePolicy } from '@adonisjs/bouncer'
 import type { AuthorizerResponse } from '@adonisjs/bouncer/types'
 import type User from '#identity/models/user'
 import type SupportTicket from '#support/models/support_ticket'
-import { staffRole } from '#console/services/staff_roles'
+import { staffRole } from '#identity/services/staff_roles'
 
 /** Another account's ticket answers like an unknown one (404), so ticket ids do not leak. */
 function holderOnly(user: Pick<User, 'id'>, ticket: SupportTicket): AuthorizerResponse {

@@ -5,7 +5,7 @@ import User, { type Role } from '#identity/models/user'
 import SupportTicket from '#support/models/support_ticket'
 import AgentPolicy from '#agents/policies/agent_policy'
 import TicketPolicy from '#support/policies/ticket_policy'
-import AccountPolicy from '#console/policies/account_policy'
+import AccountPolicy from '#identity/policies/account_policy'
 import { bouncerFor } from '#policies/main'
 import { mapError, type MappedError } from '#core/http/error_envelope'
 

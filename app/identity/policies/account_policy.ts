@@ -1,7 +1,7 @@
 import { AuthorizationResponse, BasePolicy } from '@adonisjs/bouncer'
 import type { AuthorizerResponse } from '@adonisjs/bouncer/types'
 import type User from '#identity/models/user'
-import { atLeast, staffRole } from '#console/services/staff_roles'
+import { atLeast, staffRole } from '#identity/services/staff_roles'
 
 /** An admin acting on another account: nobody changes their own role or locks themselves out. */
 function adminOnAnother(staff: User, target: User, selfMessage: string): AuthorizerResponse {
