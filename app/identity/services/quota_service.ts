@@ -148,10 +148,9 @@ export class QuotaCounter {
     const counted = new Promise<number>((resolve, reject) => {
       start = () => {
         queue.next = undefined
-        const increment = store.increment(key, batch.size).then(
-          (response) => resolve(response.consumed),
-          reject
-        )
+        const increment = store
+          .increment(key, batch.size)
+          .then((response) => resolve(response.consumed), reject)
         queue.inFlight = increment.finally(() => {
           queue.inFlight = undefined
           // Whoever arrived meanwhile goes now, in one increment.
