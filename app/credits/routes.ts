@@ -8,6 +8,8 @@ router
     router.get('/balance', [AiCreditsController, 'balance']).as('balance')
     router.get('/history', [AiCreditsController, 'history']).as('history')
     router.post('/grant', [AiCreditsController, 'grant']).as('grant')
+    router.get('/budget', [AiCreditsController, 'budget']).as('budget')
+    router.put('/budget', [AiCreditsController, 'setBudget']).as('budget.update')
   })
   .prefix('/ai-credits')
   .as('aiCredits')

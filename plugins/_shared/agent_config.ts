@@ -8,6 +8,8 @@ import { ValidationException } from '#core/exceptions/api_exceptions'
  * - `provider`: `hosted` (default: the service's model proxy, AI Credits),
  *   or `openai`, `anthropic`, `openrouter` with the customer's own `apiKey`;
  * - `model` (string, optional): the model id at that provider.
+ * `budget` (the monthly AI Credit budget) is framework-independent: the
+ * agents area checks it for every framework (app/agents/services/agent_config.ts).
  * Other keys (channel credentials, ...) pass through untouched.
  */
 export const MODEL_PROVIDERS = ['hosted', 'openai', 'anthropic', 'openrouter'] as const

@@ -2,7 +2,8 @@ import { DateTime } from 'luxon'
 import { column } from '@adonisjs/lucid/orm'
 import { UuidModel } from '#core/database/uuid_model'
 
-export const feedEventTypes = ['status_change', 'error', 'message'] as const
+/** `budget`: an AI Credit budget reached 80 % or 100 % (app/credits/services/credit_budgets.ts). */
+export const feedEventTypes = ['status_change', 'error', 'message', 'budget'] as const
 export type FeedEventType = (typeof feedEventTypes)[number]
 
 /** One event of an agent's activity feed. */

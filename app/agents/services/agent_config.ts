@@ -26,6 +26,41 @@ export function assertConfigDepth(config: unknown): void {
   }
 }
 
+/** The largest monthly budget accepted (fits the ledger's integer columns with room). */
+export const MONTHLY_BUDGET_MAX = 1_000_000_000
+
+/**
+ * `config.budget`: absent, null or `{ monthlyCredits }` with a positive
+ * integer (null or absent: no budget). The agent's monthly AI Credit
+ * budget (docs/accounts.md "Budgets"), enforced by the credits area's
+ * holds, which read it from the stored config.
+ */
+export function validateBudget(config: Config): void {
+  const budget = config.budget
+  if (budget === undefined || budget === null) return
+  if (typeof budget !== 'object' || Array.isArray(budget)) {
+    throw new ValidationException('config.budget must be an object: { monthlyCredits }')
+  }
+  const unknown = Object.keys(budget).filter((key) => key !== 'monthlyCredits')
+  if (unknown.length > 0) {
+    throw new ValidationException(
+      `config.budget.${unknown[0]} is not a budget setting (only monthlyCredits)`
+    )
+  }
+  const credits = (budget as { monthlyCredits?: unknown }).monthlyCredits
+  if (credits === undefined || credits === null) return
+  if (
+    typeof credits !== 'number' ||
+    !Number.isSafeInteger(credits) ||
+    credits < 1 ||
+    credits > MONTHLY_BUDGET_MAX
+  ) {
+    throw new ValidationException(
+      `config.budget.monthlyCredits must be an integer from 1 to ${MONTHLY_BUDGET_MAX}, or null for no budget`
+    )
+  }
+}
+
 /** The installed framework plugin of this name; 400 naming the installed ones otherwise. */
 export async function frameworkPlugin(name: string): Promise<FrameworkPlugin> {
   const registry = await app.container.make('plugins')
@@ -42,13 +77,15 @@ export async function frameworkPlugin(name: string): Promise<FrameworkPlugin> {
 
 /**
  * Checks a clear config with the framework plugin's schema, the channel
- * plugins (config.channels) and the size limit; returns what the plugin returns. Anything the plugin throws is a
+ * plugins (config.channels), the monthly budget (config.budget, whatever
+ * the framework) and the size limit; returns what the plugin returns. Anything the plugin throws is a
  * 400: a config is client input.
  */
 export function validateConfig(plugin: FrameworkPlugin, config: Config): Config {
   if (Buffer.byteLength(JSON.stringify(config)) > CONFIG_MAX_BYTES) {
     throw new ValidationException(`config must be at most ${CONFIG_MAX_BYTES / 1024} KB as JSON`)
   }
+  validateBudget(config)
   try {
     const validated = plugin.validateConfig(config)
     channelSettings(validated)

@@ -115,6 +115,13 @@ export async function createAgent(user: { id: string }, input: CreateAgentInput)
 }
 
 /**
+ * Config keys only the service reads (the monthly budget: the credit holds
+ * read it from the row): changing them alone does not restart a running
+ * container, which would interrupt the agent for nothing.
+ */
+const SERVICE_ONLY_CONFIG_KEYS = new Set(['budget'])
+
+/**
  * PATCH /agents/:id: name, description, avatar; `config` is deep-merged
  * into the stored one (`***` keeps a secret, `null` removes a key),
  * validated by the framework plugin and, when it changed, stored as a new
@@ -124,13 +131,14 @@ export async function updateAgent(
   authorized: Agent,
   input: UpdateAgentInput
 ): Promise<AgentDetail> {
-  const { agent, configChanged } = await db.transaction(async (trx) => {
+  const { agent, configChanged, containerConfigChanged } = await db.transaction(async (trx) => {
     const locked = await findAgent(authorized.id, { trx, forUpdate: true })
     if (input.name !== undefined) locked.name = input.name
     if (input.description !== undefined) locked.description = input.description
     if (input.avatarUrl !== undefined) locked.avatarUrl = input.avatarUrl
 
     let changed = false
+    let forContainer = false
     if (input.config !== undefined) {
       const before = decryptSecrets(locked.config)
       const plugin = await frameworkPlugin(locked.framework)
@@ -139,6 +147,7 @@ export async function updateAgent(
         changed = true
         locked.config = encryptSecrets(after)
         const keys = changedKeys(before, after)
+        forContainer = keys.some((key) => !SERVICE_ONLY_CONFIG_KEYS.has(key))
         await recordVersion(
           trx,
           locked.id,
@@ -149,10 +158,10 @@ export async function updateAgent(
     }
     locked.useTransaction(trx)
     await locked.save()
-    return { agent: locked, configChanged: changed }
+    return { agent: locked, configChanged: changed, containerConfigChanged: forContainer }
   })
   if (configChanged) {
-    agentLifecycle.reconfigureInBackground(agent)
+    if (containerConfigChanged) agentLifecycle.reconfigureInBackground(agent)
     await syncAgentChannels(agent)
     await agent.refresh()
   }

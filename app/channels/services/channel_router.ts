@@ -10,6 +10,7 @@ import Agent from '#agents/models/agent'
 import { decryptSecrets } from '#agents/services/config_secrets'
 import { recordFeedEvent } from '#agents/services/feed_service'
 import { chatWithAgent } from '#chat/services/chat_service'
+import { BudgetExceededException } from '#credits/services/credit_budgets'
 import { cleanText } from '#core/http/input_gate_middleware'
 import { channelSettings, normalizeSender, safeErrorText } from '#channels/services/channel_config'
 import { splitMessage } from '#channels/services/split_message'
@@ -39,6 +40,9 @@ export type RouteOutcome =
 
 export const OUT_OF_CREDITS_REPLY =
   "Sorry, I can't answer right now: my owner's AI Credits are used up."
+/** The owner's monthly budget (the agent's or the account's) refused the model call. */
+export const OUT_OF_BUDGET_REPLY =
+  "Sorry, I can't answer right now: my monthly AI Credit budget is used up."
 export const BLOCKED_REPLY = "Sorry, I can't help with that message."
 export const FAILED_REPLY = 'Sorry, something went wrong while answering. Please try again later.'
 
@@ -162,7 +166,8 @@ export async function routeInbound(
     reply = answer.content
   } catch (error) {
     outcome = 'failed'
-    if (error instanceof InsufficientCreditsException) reply = OUT_OF_CREDITS_REPLY
+    if (error instanceof BudgetExceededException) reply = OUT_OF_BUDGET_REPLY
+    else if (error instanceof InsufficientCreditsException) reply = OUT_OF_CREDITS_REPLY
     else if (error instanceof ContentBlockedException) reply = BLOCKED_REPLY
     else {
       reply = FAILED_REPLY

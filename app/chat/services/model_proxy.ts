@@ -11,6 +11,7 @@ import {
   settleHold,
   type CreditHold,
 } from '#credits/services/credit_holds'
+import { alertBudgetRefusal, BudgetExceededException } from '#credits/services/credit_budgets'
 import { localDevChunks, localDevCompletion } from '#chat/services/local_dev_model'
 import {
   creditsFor,
@@ -191,15 +192,16 @@ const MIN_FITTED_OUTPUT_TOKENS = 256
  * Builds the exact body that goes upstream and holds credits for its worst
  * case: every byte of it as a prompt token (promptTokensUpperBound: tools,
  * schemas and any other forwarded field count like messages) plus its
- * output limit. A request asking more output than the balance covers
- * (framework agents ask for 64k tokens by default: Hermes sends
- * max_tokens 65536) is held for, and sent with, the largest limit the
- * balance does cover, when that is at least MIN_FITTED_OUTPUT_TOKENS;
- * below that (a huge prompt included) it is refused with 402. The body
- * returned is the one priced: nothing is forwarded that was not held for.
+ * output limit. A request asking more output than the balance (or what a
+ * monthly budget leaves) covers (framework agents ask for 64k tokens by
+ * default: Hermes sends max_tokens 65536) is held for, and sent with, the
+ * largest limit that is covered, when that is at least
+ * MIN_FITTED_OUTPUT_TOKENS; below that (a huge prompt included) it is
+ * refused with 402, and a budget's refusal alerts its owner (100 %). The
+ * body returned is the one priced: nothing is forwarded that was not held for.
  */
 async function holdFor(
-  payerId: string,
+  options: HostedOptions,
   model: string,
   body: Record<string, any>,
   stream: boolean
@@ -208,21 +210,32 @@ async function holdFor(
   const request = upstreamBody(body, model, asked, stream)
   const inputTokens = promptTokensUpperBound(request)
   const hold = (outputTokens: number) =>
-    reserveCredits(payerId, creditsFor(model, { inputTokens, outputTokens }))
+    reserveCredits(options.payerId, creditsFor(model, { inputTokens, outputTokens }), {
+      agentId: options.agentId,
+    })
   try {
-    return { hold: await hold(asked), request }
+    try {
+      return { hold: await hold(asked), request }
+    } catch (error) {
+      if (!(error instanceof InsufficientCreditsException)) throw error
+      const rate = rateFor(model)
+      const balance = await creditLedger.balanceOf(options.payerId)
+      const available =
+        error instanceof BudgetExceededException
+          ? Math.min(balance, error.refusal.remainingCredits)
+          : balance
+      const fitted =
+        rate.output > 0
+          ? Math.floor((available * 1_000_000 - inputTokens * rate.input) / rate.output)
+          : 0
+      if (fitted < MIN_FITTED_OUTPUT_TOKENS || fitted >= asked) throw error
+      // A shorter limit only shortens the body, so the prompt bound still holds.
+      setOutputLimit(request, body, fitted)
+      return { hold: await hold(fitted), request }
+    }
   } catch (error) {
-    if (!(error instanceof InsufficientCreditsException)) throw error
-    const rate = rateFor(model)
-    const balance = await creditLedger.balanceOf(payerId)
-    const fitted =
-      rate.output > 0
-        ? Math.floor((balance * 1_000_000 - inputTokens * rate.input) / rate.output)
-        : 0
-    if (fitted < MIN_FITTED_OUTPUT_TOKENS || fitted >= asked) throw error
-    // A shorter limit only shortens the body, so the prompt bound still holds.
-    setOutputLimit(request, body, fitted)
-    return { hold: await hold(fitted), request }
+    if (error instanceof BudgetExceededException) await alertBudgetRefusal(error.refusal)
+    throw error
   }
 }
 
@@ -319,7 +332,7 @@ export async function hostedCompletion(
   options: HostedOptions
 ): Promise<{ json: any; reply: ModelReply; settled: Promise<number> }> {
   const { model, local } = resolveHostedModel(body.model)
-  const { hold, request } = await holdFor(options.payerId, model, body, false)
+  const { hold, request } = await holdFor(options, model, body, false)
   let json: any
   try {
     if (local) {
@@ -458,7 +471,7 @@ export async function openHostedStream(
   options: HostedOptions
 ): Promise<HostedStream> {
   const { model, local } = resolveHostedModel(body.model)
-  const { hold, request } = await holdFor(options.payerId, model, body, true)
+  const { hold, request } = await holdFor(options, model, body, true)
   try {
     let source: AsyncIterable<string>
     if (local) {

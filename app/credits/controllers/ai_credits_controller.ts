@@ -1,5 +1,10 @@
 import type { HttpContext } from '@adonisjs/core/http'
-import { grantValidator, historyValidator } from '#credits/validators/credits_validators'
+import {
+  accountBudgetValidator,
+  grantValidator,
+  historyValidator,
+} from '#credits/validators/credits_validators'
+import { accountBudgetView, setAccountBudget } from '#credits/services/credit_budgets'
 import { balanceView, grantCredits, historyView } from '#credits/services/credits_service'
 import AccountPolicy from '#identity/policies/account_policy'
 
@@ -39,5 +44,27 @@ export default class AiCreditsController {
     await bouncer.with(AccountPolicy).authorize('grantCredits')
     const input = await request.validateUsing(grantValidator)
     return grantCredits(admin, input)
+  }
+
+  /**
+   * @budget
+   * @summary Monthly AI Credit budget of the account
+   * @description `monthlyCredits` is null without a budget. `spentCredits`: the account's debits in the current UTC month (`period`); the budget resets at `resetsAt`. Agents have their own budget in `config.budget.monthlyCredits`.
+   * @responseBody 200 - {"success":true,"data":{"monthlyCredits":5000,"spentCredits":1200,"period":"2025-01","resetsAt":"2025-02-01T00:00:00.000Z"}}
+   */
+  async budget({ auth }: HttpContext) {
+    return accountBudgetView(auth.getUserOrFail().id)
+  }
+
+  /**
+   * @setBudget
+   * @summary Set the account's monthly AI Credit budget
+   * @description A positive integer, or null to remove it. Hosted and proxied model calls of the account are refused with 402 INSUFFICIENT_CREDITS once the month's spending would pass it; at 80 % and 100 % the owner is notified once a month.
+   * @requestBody {"monthlyCredits":5000}
+   * @responseBody 200 - {"success":true,"data":{"monthlyCredits":5000,"spentCredits":1200,"period":"2025-01","resetsAt":"2025-02-01T00:00:00.000Z"}}
+   */
+  async setBudget({ auth, request }: HttpContext) {
+    const { monthlyCredits } = await request.validateUsing(accountBudgetValidator)
+    return setAccountBudget(auth.getUserOrFail().id, monthlyCredits)
   }
 }

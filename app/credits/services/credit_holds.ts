@@ -9,6 +9,13 @@ import { preparedQuery } from '#core/database/prepared_query'
 import { INSTANCE_ID, deadHoldersIn } from '#core/jobs/instance'
 import type { PeriodicJob } from '#core/jobs/periodic_jobs'
 import type { TokenUsage } from '#core/openai/wire'
+import {
+  AGENT_BUDGET_SQL,
+  alertReachedThresholds,
+  assertWithinBudgets,
+  budgetContext,
+  type BudgetContext,
+} from '#credits/services/credit_budgets'
 
 /**
  * Credit holds for hosted model requests (see the chat_credit_holds
@@ -28,6 +35,15 @@ export interface CreditHold {
   id: string
   userId: string
   credits: number
+  /** The budgets the hold was checked against; their alerts are checked after the charge. */
+  budget?: BudgetContext
+}
+
+export interface ReserveOptions {
+  /** The agent the call is for: its budget applies, and its holds count against it. */
+  agentId?: string | null
+  /** The clock of the budget month (tests). */
+  now?: Date
 }
 
 export interface Charge {
@@ -39,8 +55,13 @@ export interface Charge {
   metadata?: Record<string, unknown>
 }
 
-export async function reserveCredits(userId: string, credits: number): Promise<CreditHold> {
+export async function reserveCredits(
+  userId: string,
+  credits: number,
+  options: ReserveOptions = {}
+): Promise<CreditHold> {
   const id = randomUUID()
+  const agentId = options.agentId ?? null
   // The hold commits without waiting for its WAL flush (synchronous_commit
   // off for this one transaction: one fsync less before the upstream call).
   // Visibility and row locks are unchanged, so concurrent holds still never
@@ -48,7 +69,14 @@ export async function reserveCredits(userId: string, credits: number): Promise<C
   // release) commits synchronously, and flushing its WAL flushes this
   // earlier record too. A hold lost to a database crash before any later
   // flush had given the credits back, exactly like an expired hold.
-  const result = await preparedQuery<{ balance: number; txid: string }>(
+  // The same statement reads the account's and the agent's monthly budgets:
+  // without either (the usual case) the hold costs no more round trips.
+  const result = await preparedQuery<{
+    balance: number
+    txid: string
+    account_budget: number | null
+    agent_budget: number | null
+  }>(
     'credits.reserve_hold',
     `with relaxed as materialized (
        select set_config('synchronous_commit', 'off', true) as setting),
@@ -56,20 +84,34 @@ export async function reserveCredits(userId: string, credits: number): Promise<C
        update users set ai_credits_balance = ai_credits_balance - $3
         where id = $2 and ai_credits_balance >= greatest($3, 1)
           and (select setting from relaxed) is not null
-        returning id, ai_credits_balance),
+        returning id, ai_credits_balance, ai_credits_monthly_budget),
      held as (
-       insert into chat_credit_holds (id, user_id, credits, holder, created_at, expires_at)
-       select $1, id, $3, $4, now(), now() + ($5 || ' milliseconds')::interval
+       insert into chat_credit_holds (id, user_id, agent_id, credits, holder, created_at, expires_at)
+       select $1, id, $6, $3, $4, now(), now() + ($5 || ' milliseconds')::interval
          from taken
        returning id)
-     select taken.ai_credits_balance as balance, txid_current()::text as txid
+     select taken.ai_credits_balance as balance, txid_current()::text as txid,
+            taken.ai_credits_monthly_budget as account_budget,
+            (select ${AGENT_BUDGET_SQL} from agents a where a.id = $6 and a.user_id = $2)
+              as agent_budget
        from held cross join taken`,
-    [id, userId, credits, INSTANCE_ID, String(modelProxyConfig.holdTtlMs)]
+    [id, userId, credits, INSTANCE_ID, String(modelProxyConfig.holdTtlMs), agentId]
   )
   if (result.rows.length === 0) throw new InsufficientCreditsException()
   const row = result.rows[0]
   if (credits > 0) authCache.balanceChanged(userId, row.balance, row.txid)
-  return { id, userId, credits }
+  const hold: CreditHold = { id, userId, credits }
+  const budget = budgetContext(userId, agentId, row.agent_budget, row.account_budget)
+  if (budget) {
+    hold.budget = budget
+    try {
+      await assertWithinBudgets(budget, hold, options.now)
+    } catch (error) {
+      await releaseHold(hold)
+      throw error
+    }
+  }
+  return hold
 }
 
 /**
@@ -87,6 +129,13 @@ export async function reserveCredits(userId: string, credits: number): Promise<C
  * service in a transaction.
  */
 export async function settleHold(hold: CreditHold, charge: Charge): Promise<number> {
+  const debited = await settleCharge(hold, charge)
+  // Only a charge moves spending towards a budget's 80 % and 100 %.
+  if (hold.budget && debited > 0) await alertReachedThresholds(hold.budget)
+  return debited
+}
+
+async function settleCharge(hold: CreditHold, charge: Charge): Promise<number> {
   // A call that cost nothing (the free local-dev model) is not a debit: no ledger entry.
   if (charge.credits <= 0) {
     await releaseHold(hold)

@@ -10,3 +10,12 @@ export const grantValidator = vine.create({
   credits: vine.number().withoutDecimals().min(1).max(100_000_000),
   reason: vine.string().trim().minLength(1).maxLength(500),
 })
+
+/** PUT /ai-credits/budget: a positive integer, or null for no account budget. */
+export const accountBudgetValidator = vine.create({
+  monthlyCredits: vine
+    .number({ strict: true })
+    .withoutDecimals()
+    .range([1, 1_000_000_000])
+    .nullable(),
+})
