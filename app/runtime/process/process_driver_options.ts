@@ -1,4 +1,4 @@
-import type { RestartPolicy, SupervisorSettings } from '#runtime/process/agent_process'
+import type { RestartPolicy, SupervisorSettings } from '#runtime/process/prepared_launch'
 import type { AgentNetworkSettings } from '#runtime/process/agent_network/agent_networks'
 import type { SandboxMode } from '#runtime/process/sandbox'
 

@@ -1,10 +1,11 @@
 import { existsSync } from 'node:fs'
 import { readdir } from 'node:fs/promises'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { agentPaths, type AgentPaths } from '#runtime/agent_paths'
 import type { ContainerInfo } from '#runtime/types'
-import { killRecordedProcess } from '#runtime/process/agent_process'
 import type { AgentNetworking } from '#runtime/process/agent_network/agent_networking'
 import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
+import { isAlive } from '#runtime/process/proc_stats'
 import {
   deleteRecord,
   isRecordedProcessAlive,
@@ -13,6 +14,12 @@ import {
   readRecord,
   type ProcessRecord,
 } from '#runtime/process/process_record'
+import {
+  livingMembers,
+  ownGroupChildren,
+  signalTree,
+  treeMembers,
+} from '#runtime/process/run_process'
 
 /**
  * Agent processes no supervisor of this run of the service holds: a live
@@ -40,6 +47,20 @@ export async function adoptableRecord(
     log(`agent ${agentId}: killed stray processes ${strays.join(', ')} of an interrupted start`)
   }
   return undefined
+}
+
+/**
+ * Stops a recorded process tree that no supervisor holds (left over from a
+ * previous run of the service): SIGTERM to its group, SIGKILL after the grace.
+ */
+export async function killRecordedProcess(record: ProcessRecord, graceMs: number): Promise<void> {
+  if (!isRecordedProcessAlive(record)) return
+  const members = treeMembers(record.pid)
+  signalTree(record.pid, ownGroupChildren(record.pid), 'SIGTERM')
+  const deadline = Date.now() + graceMs
+  while (isAlive(record.pid) && Date.now() < deadline) await sleep(100)
+  const survivors = livingMembers(members)
+  if (survivors.length) signalTree(record.pid, survivors, 'SIGKILL')
 }
 
 /** Stops what the agent's record names (SIGTERM, SIGKILL after `graceMs`) and drops the record. */
