@@ -1,5 +1,5 @@
 import type { RestartPolicy, SupervisorSettings } from '#runtime/process/prepared_launch'
-import type { AgentNetworkSettings } from '#runtime/process/agent_network/agent_networks'
+import type { AgentNetworkSettings } from '#runtime/process/agent_network/network_settings'
 import type { SandboxMode } from '#runtime/process/sandbox'
 
 export interface ProcessDriverOptions {
