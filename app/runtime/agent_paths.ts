@@ -2,7 +2,7 @@ import { lstat, mkdir, rename } from 'node:fs/promises'
 import { basename, join } from 'node:path'
 import { ValidationException } from '#core/exceptions/api_exceptions'
 import type { AgentFolders } from '#plugins/types'
-import { isNotAFolder, PinnedDir, removeIn, type Owner } from '#runtime/files/confined_dir'
+import { isNotAFolder, PinnedDir, removeIn, type Owner } from '#runtime/files/pinned_dir'
 
 /** Agent ids become folder and container names: letters, digits, `-` and `_` only. */
 const AGENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/

@@ -3,7 +3,7 @@ import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import { DockerDriver, type ImageSource } from '#runtime/docker/docker_driver'
 import { ProcessDriver } from '#runtime/process/process_driver'
 import type { SandboxMode } from '#runtime/process/sandbox'
-import { agentNetworkSettings } from '#runtime/process/agent_network/agent_networks'
+import { agentNetworkSettings } from '#runtime/process/agent_network/network_settings'
 import { SwarmDriver } from '#runtime/swarm/swarm_driver'
 import type { ContainerDriver } from '#runtime/types'
 

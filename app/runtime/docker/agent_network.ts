@@ -6,10 +6,8 @@ import {
   startModelProxyRelay,
   type ModelProxyRelay,
 } from '#runtime/model_proxy_relay'
-import {
-  agentNetworkAllowList,
-  connectedSubnets,
-} from '#runtime/process/agent_network/agent_networks'
+import { connectedSubnets } from '#runtime/process/agent_network/agent_networks'
+import { agentNetworkAllowList } from '#runtime/process/agent_network/network_settings'
 import { BLOCKED_RANGES } from '#runtime/process/agent_network/host_rules'
 
 const run = promisify(execFile)

@@ -7,6 +7,7 @@ import {
   ValidationException,
 } from '#core/exceptions/api_exceptions'
 import type { AgentFileReader } from '#plugins/types'
+import type { DockerRecord } from '#runtime/docker/docker_record'
 import type { FileEntry, WorkspaceFiles } from '#runtime/types'
 import { MAX_WORKSPACE_FILE_BYTES } from '#runtime/files/local_workspace'
 import { createTar, parseTar, type TarEntry } from '#runtime/files/tar'
@@ -261,5 +262,41 @@ export class DockerAgentReader implements AgentFileReader {
         name: parts[1],
         type: entry.type === 'directory' ? ('directory' as const) : ('file' as const),
       }))
+  }
+}
+
+/** An agent's container and its record, looked up on first use (files() and reader() stay synchronous). */
+export type ContainerLoader = () => Promise<{ container: Docker.Container; record: DockerRecord }>
+
+/** The workspace file manager of the container `load` finds (once, at first use). */
+export function lazyWorkspaceFiles(load: ContainerLoader): WorkspaceFiles {
+  let loaded: Promise<DockerWorkspaceFiles> | undefined
+  const files = () =>
+    (loaded ??= load().then(
+      ({ container, record }) =>
+        new DockerWorkspaceFiles(container, record.workspacePath, [record.statePath], record.owner)
+    ))
+  return {
+    list: (path) => files().then((found) => found.list(path)),
+    read: (path) => files().then((found) => found.read(path)),
+    write: (path, content) => files().then((found) => found.write(path, content)),
+    delete: (path) => files().then((found) => found.delete(path)),
+  }
+}
+
+/** What the plugin reads of the container `load` finds (once, at first use). */
+export function lazyAgentReader(load: ContainerLoader): AgentFileReader {
+  let loaded: Promise<DockerAgentReader> | undefined
+  const reader = () =>
+    (loaded ??= load().then(
+      ({ container, record }) =>
+        new DockerAgentReader(container, {
+          state: record.statePath,
+          workspace: record.workspacePath,
+        })
+    ))
+  return {
+    readText: (root, path) => reader().then((found) => found.readText(root, path)),
+    list: (root, path) => reader().then((found) => found.list(root, path)),
   }
 }

@@ -1,3 +1,5 @@
+import type Docker from 'dockerode'
+
 /**
  * The Engine API multiplexes stdout and stderr of a container without a
  * TTY: frames of an 8-byte header (stream type, 3 zero bytes, big-endian
@@ -45,5 +47,47 @@ export class LineSplitter {
     const rest = this.#partial
     this.#partial = ''
     return rest ? [rest] : []
+  }
+}
+
+/** The last `tail` lines of a container's output (stdout and stderr). */
+export async function containerLogs(container: Docker.Container, tail: number): Promise<string[]> {
+  const raw = (await container.logs({
+    stdout: true,
+    stderr: true,
+    follow: false,
+    tail,
+  })) as unknown as Buffer
+  const lines = demuxDockerLogs(Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw))).split('\n')
+  if (lines.at(-1) === '') lines.pop()
+  return lines.slice(-tail)
+}
+
+/** A container's output line by line, after its last `tail` lines, until `signal` aborts. */
+export async function* followContainerLogs(
+  container: Docker.Container,
+  options: { tail?: number; signal?: AbortSignal }
+) {
+  const stream = (await container.logs({
+    stdout: true,
+    stderr: true,
+    follow: true,
+    tail: options.tail ?? 0,
+  })) as unknown as NodeJS.ReadableStream & { destroy(): void }
+  const stop = () => stream.destroy()
+  options.signal?.addEventListener('abort', stop, { once: true })
+  const demuxer = new DockerStreamDemuxer()
+  const lines = new LineSplitter()
+  try {
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      for (const line of lines.push(demuxer.push(chunk))) yield line
+      if (options.signal?.aborted) return
+    }
+    for (const line of lines.flush()) yield line
+  } catch (error) {
+    if (!options.signal?.aborted) throw error
+  } finally {
+    options.signal?.removeEventListener('abort', stop)
+    stream.destroy()
   }
 }

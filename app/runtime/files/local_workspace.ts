@@ -13,12 +13,11 @@ import type { FileEntry, WorkspaceFiles } from '#runtime/types'
 import { resolveLocalWorkspacePath, type WorkspacePathOptions } from '#runtime/files/workspace_path'
 import {
   inConfinedDir,
-  removeIn,
   writeFileIn,
   type ConfinedDir,
   type Owner,
-  type PinnedDir,
 } from '#runtime/files/confined_dir'
+import { removeIn, type PinnedDir } from '#runtime/files/pinned_dir'
 
 /** Largest file the file manager reads or writes in one request. */
 export const MAX_WORKSPACE_FILE_BYTES = 5 * 1024 * 1024

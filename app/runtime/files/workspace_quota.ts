@@ -1,6 +1,7 @@
 import { lstat, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { PayloadTooLargeException, ValidationException } from '#core/exceptions/api_exceptions'
+import { agentPaths } from '#runtime/agent_paths'
 import type { WorkspaceFiles } from '#runtime/types'
 
 /**
@@ -84,5 +85,44 @@ export function withWorkspaceQuota(
       }
       return files.write(path, content)
     },
+  }
+}
+
+/**
+ * The workspace quota of each agent's host folder, as the runtime service
+ * applies it; `quotaMb` is read at each use, so a change applies at once
+ * (unset or 0: unlimited).
+ */
+export class WorkspaceQuota {
+  constructor(
+    private readonly agentsDir: string,
+    private readonly quotaMb: () => number | undefined
+  ) {}
+
+  #workspaceDir(agentId: string): string {
+    return agentPaths(this.agentsDir, agentId).workspace
+  }
+
+  get #quotaBytes(): number | undefined {
+    const mb = this.quotaMb()
+    return mb ? mb * 1024 * 1024 : undefined
+  }
+
+  /** The file manager, refusing a write that would pass the quota. */
+  wrap(agentId: string, files: WorkspaceFiles): WorkspaceFiles {
+    const quota = this.#quotaBytes
+    return quota ? withWorkspaceQuota(files, this.#workspaceDir(agentId), quota) : files
+  }
+
+  /** True when the agent's own writes took its workspace past the quota. */
+  async overQuota(agentId: string): Promise<boolean> {
+    const quota = this.#quotaBytes
+    return quota ? overQuota(this.#workspaceDir(agentId), quota) : false
+  }
+
+  /** 400 when the agent's workspace is over its quota (it may not start until it is not). */
+  async assertStartable(agentId: string): Promise<void> {
+    const quota = this.#quotaBytes
+    if (quota) await assertStartable(this.#workspaceDir(agentId), quota)
   }
 }

@@ -24,6 +24,15 @@ function ephemeralPort(host: string): Promise<number> {
   })
 }
 
+/** The ports agents other than `except` hold. */
+export function portsTakenBy(agents: Map<string, { port?: number }>, except: string): Set<number> {
+  const ports = new Set<number>()
+  for (const [agentId, agent] of agents) {
+    if (agentId !== except && agent.port) ports.add(agent.port)
+  }
+  return ports
+}
+
 /**
  * A free loopback port for one agent: its previous port when still free (a
  * restarted agent keeps its address), else one the kernel hands out,

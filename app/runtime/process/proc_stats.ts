@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process'
 import { readFileSync, readdirSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
 
 /** One line of /proc/<pid>/stat, the fields the supervisor uses. */
 export interface ProcStat {
@@ -177,4 +178,41 @@ export function treePrivateBytes(rootPid: number): number {
     }
   }
   return kilobytes * 1024
+}
+
+/**
+ * A run's CPU over the window since its last reading (or a short fresh
+ * window) and its resident memory, from /proc (the process driver's usage).
+ */
+export class TreeUsageSampler {
+  #cpuSample?: { ticks: number; at: number; pid: number }
+
+  /** A new run: its first reading takes a fresh window. */
+  reset() {
+    this.#cpuSample = undefined
+  }
+
+  /** CPU percent (of one core) and memory of the tree under `pid`. */
+  async sample(
+    pid: number,
+    memoryLimitMb: number
+  ): Promise<{ cpuPercent: number; memoryMb: number; memoryLimitMb: number }> {
+    let first = this.#cpuSample
+    const age = first ? Date.now() - first.at : 0
+    if (!first || first.pid !== pid || age < 200 || age > 60_000) {
+      const now = treeUsage(pid)
+      first = { ticks: now.cpuTicks, at: Date.now(), pid }
+      await sleep(500)
+    }
+    const current = treeUsage(pid)
+    const at = Date.now()
+    this.#cpuSample = { ticks: current.cpuTicks, at, pid }
+    const seconds = (at - first.at) / 1000
+    const cpuSeconds = Math.max(0, current.cpuTicks - first.ticks) / ticksPerSecond()
+    return {
+      cpuPercent: seconds > 0 ? Math.round((cpuSeconds / seconds) * 1000) / 10 : 0,
+      memoryMb: Math.round((current.rssBytes / 1024 / 1024) * 10) / 10,
+      memoryLimitMb,
+    }
+  }
 }

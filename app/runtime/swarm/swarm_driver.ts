@@ -3,14 +3,10 @@ import type Docker from 'dockerode'
 import type { RenderedFile } from '#plugins/types'
 import { agentPaths, removeAgentFolders } from '#runtime/agent_paths'
 import { dockerNames, LABELS } from '#runtime/docker/container_spec'
-import {
-  DockerDriver,
-  ignoreStatus,
-  parseOwner,
-  renderedFilesArchive,
-  type DockerDriverOptions,
-  type DockerRecord,
-} from '#runtime/docker/docker_driver'
+import { DockerDriver, type DockerDriverOptions } from '#runtime/docker/docker_driver'
+import { parseOwner, type DockerRecord } from '#runtime/docker/docker_record'
+import { ignoreStatus } from '#runtime/docker/engine_calls'
+import { renderedFilesArchive } from '#runtime/docker/rendered_files'
 import { statInContainer } from '#runtime/docker/docker_files'
 import { renderedSkillFiles } from '#runtime/skill_files'
 import type { ContainerInfo, CreateRequest, DriverName } from '#runtime/types'

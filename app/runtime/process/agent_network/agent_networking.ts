@@ -1,10 +1,12 @@
 import {
   AgentNetworks,
-  agentNetworkSettings,
   agentNetworkUnavailable,
   enterNetns,
-  type AgentNetworkSettings,
 } from '#runtime/process/agent_network/agent_networks'
+import {
+  agentNetworkSettings,
+  type AgentNetworkSettings,
+} from '#runtime/process/agent_network/network_settings'
 
 /** A launch; `uid`/`gid`: dropped to at spawn (kept by `unchanged`, done inside by `enterNetns`). */
 type Launch = { command: string; args: string[]; uid?: number; gid?: number }

@@ -17,6 +17,7 @@ import {
   type Ipv4Range,
 } from '#runtime/process/agent_network/addresses'
 import { TABLE, hostRuleset, namespaceRuleset } from '#runtime/process/agent_network/host_rules'
+import type { AgentNetworkSettings } from '#runtime/process/agent_network/network_settings'
 
 const run = promisify(execFile)
 
@@ -53,35 +54,6 @@ const BRIDGE_TOOL = ['/usr/sbin/bridge', '/sbin/bridge', '/usr/bin/bridge'].find
 const IPTABLES = ['/usr/sbin/iptables', '/sbin/iptables'].find((path) => existsSync(path))
 /** A namespace younger than this may be one another instance is starting an agent in. */
 const SWEEP_MIN_AGE_MS = 60_000
-
-/** Where AGENT_NETWORK_* leave the agents' network. */
-export interface AgentNetworkSettings {
-  /** The agents' bridge range (AGENT_NETWORK_CIDR); default 10.213.0.0/16. */
-  cidr: string
-  /** Private destinations agents may still reach (AGENT_NETWORK_ALLOW, comma-separated CIDRs). */
-  allow: string[]
-}
-
-export const DEFAULT_AGENT_NETWORK_CIDR = '10.213.0.0/16'
-
-/** The settings of the environment; undefined when AGENT_NETWORK=host keeps the host's network. */
-export function agentNetworkSettings(
-  env: NodeJS.ProcessEnv = process.env
-): AgentNetworkSettings | undefined {
-  if (env.AGENT_NETWORK === 'host') return undefined
-  return {
-    cidr: env.AGENT_NETWORK_CIDR || DEFAULT_AGENT_NETWORK_CIDR,
-    allow: agentNetworkAllowList(env),
-  }
-}
-
-/** AGENT_NETWORK_ALLOW: private CIDRs agents may still reach (both drivers). */
-export function agentNetworkAllowList(env: NodeJS.ProcessEnv = process.env): string[] {
-  return (env.AGENT_NETWORK_ALLOW ?? '')
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter(Boolean)
-}
 
 /** Why agents cannot get namespaces here, or undefined when they can. */
 export function agentNetworkUnavailable(): string | undefined {

@@ -1,0 +1,60 @@
+import type { FrameworkPlugin } from '#plugins/types'
+import type { BootPriority, BootQueueOrder } from '#runtime/capacity/capacity_manager'
+import type { ContainerDriver } from '#runtime/types'
+
+/** Finds an installed framework plugin by name (the PluginRegistry fits). */
+export interface FrameworkResolver {
+  framework(name: string): FrameworkPlugin
+}
+
+export interface RuntimeServiceOptions {
+  driver: ContainerDriver
+  frameworks: FrameworkResolver
+  /** `<storage>/agents`; the runtime keeps each agent's gateway token there. */
+  agentsDir: string
+  /** Default for waitUntilReady. Default 180 s (OpenClaw takes ~15 s on 2 cores). */
+  readinessTimeoutMs?: number
+  /** Longest wait for a chat reply (or a stream's first bytes). Default 300 s. */
+  chatTimeoutMs?: number
+  /**
+   * Boot queue and memory budget (app/runtime/capacity), and the most an
+   * agent's workspace may hold (files/workspace_quota); unlimited when
+   * absent. Read at each use, so a change applies at once.
+   */
+  capacity?: {
+    bootConcurrency: number
+    memoryBudgetMb: number
+    workspaceQuotaMb?: number
+    /** The boot queue's order (capacity_manager.ts); fifo is the bench's baseline only. */
+    bootQueue?: BootQueueOrder
+  }
+  /** The warm-up turn before a first checkpoint (see RuntimeService#warmUp). Default on; bench:wake turns it off to compare. */
+  warmUpBeforeCheckpoint?: boolean
+  log?: (
+    level: 'info' | 'warn' | 'error',
+    message: string,
+    detail?: Record<string, unknown>
+  ) => void
+}
+
+/**
+ * What the agents area reports as `container` (CONTRACT.md): the runtime
+ * knows all but `sleeping`, which is an `active` agent with no container
+ * running (the agents area tells it from the stored status).
+ */
+export type ContainerView = 'running' | 'starting' | 'queued' | 'stopped' | 'error'
+
+export interface StartOptions {
+  waitReady?: boolean
+  timeoutMs?: number
+  signal?: AbortSignal
+  /** The run id planRun answered: the container takes it; no boot once another run is wanted. */
+  runId?: string
+  /**
+   * Its place in the boot queue: interactive (default: a message, an
+   * owner's start) or background (a new agent booted ahead of time,
+   * recovery), which waits for every interactive start and never puts an
+   * agent to sleep for room.
+   */
+  priority?: BootPriority
+}
