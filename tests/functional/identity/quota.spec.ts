@@ -33,7 +33,10 @@ test.group('Daily quota counting', () => {
     const account = await subject()
     const instances = [new QuotaCounter(), new QuotaCounter()]
     const remaining: number[] = []
-    for (let i = 0; i < 12; i++) remaining.push((await instances[i % 2].consume(account)).remaining)
+    for (let i = 0; i < 12; i++) {
+      const quota = await instances[i % 2].consume(account)
+      remaining.push(quota.remaining)
+    }
     const limit = tiers.free.dailyRequestLimit
     assert.deepEqual(
       remaining,
