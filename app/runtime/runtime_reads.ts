@@ -2,6 +2,7 @@ import { AgentNotRunningException } from '#core/exceptions/api_exceptions'
 import { agentPaths, ensureServiceFolder } from '#runtime/agent_paths'
 import { followAgentLogs, LogRedaction } from '#runtime/agent_logs'
 import { gatewayTokenFor } from '#runtime/credentials'
+import type { ChatTarget } from '#runtime/chat_client'
 import { WorkspaceQuota } from '#runtime/files/workspace_quota'
 import { RunPlans } from '#runtime/run_plans'
 import type { RuntimeServiceOptions } from '#runtime/runtime_service_types'
@@ -52,6 +53,26 @@ export class RuntimeReads {
   async isRunning(agentId: string): Promise<boolean> {
     const info = await this.driver.inspect(agentId)
     return info.state === 'running'
+  }
+
+  /**
+   * Where a chat reaches the agent's framework: one inspect; null when its
+   * container does not run. The chat area resolves it once per message and
+   * hands it back to `chat` / `chatStream`.
+   */
+  async target(agentId: string): Promise<ChatTarget | null> {
+    const info = await this.driver.inspect(agentId)
+    if (info.state !== 'running' || !info.baseUrl || !info.framework) return null
+    const plugin = this.options.frameworks.framework(info.framework)
+    const endpoint = plugin.chatEndpoint({
+      agentId,
+      gatewayToken: await this.gatewayToken(agentId),
+    })
+    return {
+      url: `${info.baseUrl}${endpoint.path}`,
+      headers: endpoint.headers,
+      model: endpoint.model,
+    }
   }
 
   protected async requireRunning(agentId: string): Promise<ContainerInfo> {

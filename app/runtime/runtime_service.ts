@@ -3,6 +3,7 @@ import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import { AgentStarts } from '#runtime/agent_starts'
 import type { FrameworkPlugin } from '#plugins/types'
 import { chatOnce, chatStream, type ChatTarget } from '#runtime/chat_client'
+import { AgentNotRunningException } from '#core/exceptions/api_exceptions'
 import { warmUpRequest } from '#runtime/warm_up'
 import { CapacityManager, type CapacitySnapshot } from '#runtime/capacity/capacity_manager'
 import { untilReady } from '#runtime/readiness'
@@ -324,27 +325,24 @@ export class RuntimeService extends RuntimeReads {
     )
   }
 
-  async #chatTarget(agentId: string): Promise<ChatTarget> {
-    const info = await this.requireRunning(agentId)
-    const plugin = this.options.frameworks.framework(info.framework!)
-    const endpoint = plugin.chatEndpoint({
-      agentId,
-      gatewayToken: await this.gatewayToken(agentId),
-    })
-    return {
-      url: `${info.baseUrl}${endpoint.path}`,
-      headers: endpoint.headers,
-      model: endpoint.model,
-    }
+  async #requireTarget(agentId: string, target?: ChatTarget): Promise<ChatTarget> {
+    const resolved = target ?? (await this.target(agentId))
+    if (!resolved) throw new AgentNotRunningException()
+    return resolved
   }
 
   /**
-   * One reply from the agent's own framework (its /v1/chat/completions).
+   * One reply from the agent's own framework (its /v1/chat/completions), at
+   * `target` when the caller resolved it (else looked up now).
    * AgentNotRunningException when not running; ContainerChatError when the
    * framework fails (the chat area then falls back to the hosted path).
    */
-  async chat(agentId: string, request: ContainerChatRequest): Promise<ContainerChatReply> {
-    const reply = await chatOnce(await this.#chatTarget(agentId), request, {
+  async chat(
+    agentId: string,
+    request: ContainerChatRequest,
+    target?: ChatTarget
+  ): Promise<ContainerChatReply> {
+    const reply = await chatOnce(await this.#requireTarget(agentId, target), request, {
       replyTimeoutMs: this.options.chatTimeoutMs,
     })
     this.#tracker.hadTurn.add(agentId)
@@ -354,10 +352,12 @@ export class RuntimeService extends RuntimeReads {
   /** The same, streamed: yields `{ token }` chunks and returns the whole reply. */
   async *chatStream(
     agentId: string,
-    request: ContainerChatRequest
+    request: ContainerChatRequest,
+    target?: ChatTarget
   ): AsyncGenerator<ContainerChatChunk, ContainerChatReply> {
-    const target = await this.#chatTarget(agentId)
-    const reply = yield* chatStream(target, request, { replyTimeoutMs: this.options.chatTimeoutMs })
+    const reply = yield* chatStream(await this.#requireTarget(agentId, target), request, {
+      replyTimeoutMs: this.options.chatTimeoutMs,
+    })
     this.#tracker.hadTurn.add(agentId)
     return reply
   }
