@@ -1,7 +1,6 @@
 import { constants, createReadStream } from 'node:fs'
 import { lstat, open, readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { pipeline } from 'node:stream/promises'
 import { agentPaths, ensureAgentFolders } from '#runtime/agent_paths'
 import { openBelow, removeBelow, removeIn, type PinnedDir } from '#runtime/files/confined_dir'
 import { ARCHIVED_FOLDERS } from '#backups/services/archive_format'
@@ -34,7 +33,7 @@ async function copyTree(source: string, dest: PinnedDir, depth: number): Promise
     } else if (info.isFile()) {
       const handle = await open(dest.path(entry), CREATE_FLAGS, mode)
       try {
-        await pipeline(createReadStream(from), handle.createWriteStream({ autoClose: false }))
+        await handle.writeFile(createReadStream(from))
         await handle.chmod(mode)
       } finally {
         await handle.close()

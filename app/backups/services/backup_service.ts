@@ -411,7 +411,10 @@ export async function cloneAgent(user: { id: string }, agentId: string) {
  * (or that has none), then the oldest beyond the owner's plan removed;
  * archives of agents that no longer exist are deleted.
  */
-export async function runDailyBackups(now = new Date()): Promise<number> {
+export async function runDailyBackups(
+  now = new Date(),
+  options: { agentIds?: string[] } = {}
+): Promise<number> {
   if (!backupConfig.daily) return 0
   if ((process.env.AGENT_RUNTIME || 'process') !== 'process') return 0
   let made = 0
@@ -425,6 +428,8 @@ export async function runDailyBackups(now = new Date()): Promise<number> {
         .where('created_at', '>', new Date(now.getTime() - 24 * 60 * 60 * 1000))
     )
     .select('id')
+    // Tests back up their own agents only.
+    .if(options.agentIds, (query) => query.whereIn('id', options.agentIds!))
   for (const row of due) {
     const agent = await Agent.find(row.id)
     if (!agent) continue
