@@ -32,7 +32,8 @@ const bodyParserConfig = defineConfig({
   multipart: {
     autoProcess: true,
     convertEmptyStringsToNull: true,
-    processManually: [],
+    // Agent archives stream to disk under their own cap (app/backups).
+    processManually: ['/agents/import'],
     fieldsLimit: '1mb',
     limit: '2mb',
     types: ['multipart/form-data'],

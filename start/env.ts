@@ -39,6 +39,9 @@ export default await Env.create(new URL('../', import.meta.url), {
   AGENT_CHECKPOINT_DISK_MB: Env.schema.number.optional(),
   AGENT_TEMPLATES: Env.schema.enum.optional(['on', 'off'] as const),
   AGENT_WORKSPACE_QUOTA_MB: Env.schema.number.optional(),
+  BACKUP_MAX_ARCHIVE_MB: Env.schema.number.optional(),
+  BACKUP_MAX_UNPACKED_MB: Env.schema.number.optional(),
+  BACKUP_DAILY: Env.schema.enum.optional(['on', 'off'] as const),
   AGENTS_DIR: Env.schema.string.optional(),
 
   MODEL_API_URL: Env.schema.string.optional({ format: 'url', tld: false }),

@@ -214,6 +214,38 @@ export class AgentLifecycle {
     return containerField(agent, view)
   }
 
+  /**
+   * Runs `work` (a backup's copy of the agent's folders, a restore) while
+   * its container is down, in the agent's order of operations: a container
+   * that runs or boots is put to sleep first (checkpointed where the host
+   * can, so it wakes in seconds) or, with `fresh`, stopped (a restore: the
+   * checkpoint's memory would not match the restored files, the caller
+   * discards it), and started again in the background afterwards. An agent
+   * asleep or stopped stays so.
+   */
+  async withContainerDown<T>(
+    agentId: string,
+    work: () => Promise<T>,
+    options: { fresh?: boolean } = {}
+  ): Promise<T> {
+    const runtime = await this.runtime()
+    let wasUp = false
+    try {
+      return await this.#serial(agentId, async () => {
+        wasUp = (await runtime.containerView(agentId)) !== 'stopped'
+        if (wasUp && options.fresh) await runtime.stop(agentId)
+        else if (wasUp) await runtime.sleep(agentId, { warmUp: false })
+        return work()
+      })
+    } finally {
+      if (wasUp) {
+        this.#detached('start after a backup', agentId, () =>
+          this.#serial(agentId, async () => this.#start(agentId, await runtime.planRun(agentId)))
+        )
+      }
+    }
+  }
+
   /** Puts one agent to sleep (idle): its container stops, its status stays `active`. */
   sleep(agentId: string): Promise<void> {
     return this.#serial(agentId, async () => {

@@ -86,7 +86,14 @@ async function uniqueSlug(name: string, trx: TransactionClientContract): Promise
  * (400 beyond the plan's limit), stores the agent and its version 1, then
  * starts its container in the background (the request does not wait).
  */
-export async function createAgent(user: { id: string }, input: CreateAgentInput) {
+export async function createAgent(
+  user: { id: string },
+  input: CreateAgentInput,
+  options: {
+    /** Fills the new agent in (an import, a clone) in its transaction, before its first start. */
+    populate?: (agent: Agent, trx: TransactionClientContract) => Promise<void>
+  } = {}
+) {
   assertConfigDepth(input.config)
   const plugin = await frameworkPlugin(input.framework)
   const config = validateConfig(plugin, stripMasks(input.config ?? {}))
@@ -107,6 +114,7 @@ export async function createAgent(user: { id: string }, input: CreateAgentInput)
       { client: trx }
     )
     await recordVersion(trx, created.id, created.config, 'Initial configuration')
+    await options.populate?.(created, trx)
     return created
   })
   agentLifecycle.startInBackground(agent)

@@ -15,11 +15,18 @@ export const BODY_LIMITS = {
   large: 1024 * 1024,
   /** Chat messages with history, webhooks, agent config. */
   medium: 256 * 1024,
+  /**
+   * Agent archive uploads (POST /agents/import): streamed to disk, their own
+   * cap (BACKUP_MAX_ARCHIVE_MB, config/backups.ts) is checked as they arrive
+   * and answered 400; this only keeps the other classes' limits off them.
+   */
+  archive: Number.MAX_SAFE_INTEGER,
   /** Everything else: sign-in, billing, support, keys... */
   small: 64 * 1024,
 } as const
 
 const CLASSES: Array<[RegExp, keyof typeof BODY_LIMITS]> = [
+  [/^\/agents\/import$/, 'archive'],
   [/\/container-files(\/write)?$/, 'files'],
   [/\/knowledge$|\/chat\/history$|^\/v1\/chat\/completions$/, 'large'],
   [

@@ -1,0 +1,461 @@
+import { createHash, hkdfSync, randomUUID } from 'node:crypto'
+import { unlink } from 'node:fs/promises'
+import { join } from 'node:path'
+import db from '@adonisjs/lucid/services/db'
+import logger from '@adonisjs/core/services/logger'
+import { appKey } from '#config/app'
+import type { PeriodicJob } from '#core/jobs/periodic_jobs'
+import { backupConfig } from '#config/backups'
+import { NotFoundException, ServiceUnavailableException } from '#core/exceptions/api_exceptions'
+import Agent from '#agents/models/agent'
+import { effectiveTierOfRow } from '#identity/models/user'
+import { isUuid, ownedAgent } from '#agents/services/agent_access'
+import { frameworkPlugin, validateConfig } from '#agents/services/agent_config'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
+import { presentDetail } from '#agents/services/agent_presenter'
+import { createAgent } from '#agents/services/agent_service'
+import {
+  decryptSecrets,
+  encryptSecrets,
+  isSecretKey,
+  type Config,
+} from '#agents/services/config_secrets'
+import { recordVersion } from '#agents/services/config_versions'
+import { agentPaths, removeAgentFolders } from '#runtime/agent_paths'
+import {
+  ARCHIVE_FORMAT,
+  compareVersions,
+  FORMAT_VERSION,
+  refuseArchive,
+  type Manifest,
+} from '#backups/services/archive_format'
+import { unpackArchive } from '#backups/services/archive_reader'
+import { writeArchive } from '#backups/services/archive_writer'
+import { collectDocuments, readAgentDocument, writeDocuments } from '#backups/services/agent_data'
+import { discardCheckpoint, writeAgentFolders } from '#backups/services/agent_folders'
+import {
+  agentBackupFolder,
+  agentFoldersWithArchives,
+  agentsFolder,
+  removeAgentArchives,
+  archivePath,
+  withWorkFolder,
+} from '#backups/services/backup_store'
+
+/** What every archive holds, in the manifest's words. */
+const ARCHIVE_CONTENTS = [
+  'config',
+  'workspace',
+  'state',
+  'home',
+  'skills',
+  'knowledge',
+  'schedules',
+  'chat history',
+]
+
+export type BackupKind = 'manual' | 'daily' | 'pre-restore'
+
+export interface BackupView {
+  id: string
+  kind: BackupKind
+  size: number
+  sha256: string
+  includeSecrets: boolean
+  createdAt: string
+}
+
+interface BackupRow {
+  id: string
+  agent_id: string
+  kind: BackupKind
+  size: string | number
+  sha256: string
+  include_secrets: boolean
+  created_at: Date
+}
+
+function present(row: BackupRow): BackupView {
+  return {
+    id: row.id,
+    kind: row.kind,
+    size: Number(row.size),
+    sha256: row.sha256,
+    includeSecrets: row.include_secrets,
+    createdAt: new Date(row.created_at).toISOString(),
+  }
+}
+
+/**
+ * The agent's folders are read and written on this host's disk: the
+ * process driver's. Docker and swarm keep them in engine volumes, which
+ * this version does not archive (docs/backups.md "Limits").
+ */
+function assertFoldersReachable() {
+  const driver = process.env.AGENT_RUNTIME || 'process'
+  if (driver !== 'process') {
+    throw new ServiceUnavailableException(
+      `Agent backups need the process driver; this service runs agents on "${driver}"`
+    )
+  }
+}
+
+/**
+ * Names this install in a manifest without revealing anything of its key:
+ * encrypted secrets are restorable only where this digest is the same.
+ */
+let installDigest: string | undefined
+export function installId(): string {
+  installDigest ??= createHash('sha256')
+    .update(
+      Buffer.from(hkdfSync('sha256', appKey.release(), 'agent-host', 'agent-backup-install', 32))
+    )
+    .digest('hex')
+    .slice(0, 32)
+  return installDigest
+}
+
+/**
+ * Writes the archive of `agent` to `target`. The caller has its container
+ * down (agentLifecycle.withContainerDown), so files, framework state and
+ * the rows read here are of one moment.
+ */
+async function archiveAgent(agent: Agent, target: string, options: { includeSecrets: boolean }) {
+  const plugin = await frameworkPlugin(agent.framework)
+  return writeArchive(target, {
+    agentsDir: agentsFolder(),
+    agentId: agent.id,
+    documents: await collectDocuments(agent, options),
+    manifest: {
+      format: ARCHIVE_FORMAT,
+      formatVersion: FORMAT_VERSION,
+      createdAt: new Date().toISOString(),
+      framework: { name: plugin.name, version: plugin.version },
+      agent: { id: agent.id, name: agent.name },
+      secrets: options.includeSecrets ? 'encrypted' : 'omitted',
+      install: options.includeSecrets ? installId() : null,
+      contents: ARCHIVE_CONTENTS,
+    },
+  })
+}
+
+/** Stores a new backup of `agent` whose container is already down; answers its row. */
+async function storeBackup(
+  agent: Agent,
+  kind: BackupKind,
+  options: { includeSecrets: boolean }
+): Promise<BackupView> {
+  const id = randomUUID()
+  await agentBackupFolder(agent.id)
+  const target = archivePath(agent.id, id)
+  const written = await archiveAgent(agent, target, options)
+  try {
+    const [row] = await db
+      .table('agent_backups')
+      .insert({
+        id,
+        agent_id: agent.id,
+        kind,
+        size: written.size,
+        sha256: written.sha256,
+        include_secrets: options.includeSecrets,
+        created_at: new Date(),
+      })
+      .returning('*')
+    await pruneBackups(agent.id, kind)
+    return present(row)
+  } catch (error) {
+    // The agent was deleted meanwhile (foreign key), or the database failed: no stray file.
+    await unlink(target).catch(() => {})
+    throw error
+  }
+}
+
+/** POST /agents/:id/backups (and the daily job): a point-in-time backup. */
+export async function createBackup(
+  agent: Agent,
+  kind: BackupKind,
+  options: { includeSecrets?: boolean } = {}
+): Promise<BackupView> {
+  assertFoldersReachable()
+  const includeSecrets = options.includeSecrets === true
+  return agentLifecycle.withContainerDown(agent.id, () =>
+    storeBackup(agent, kind, { includeSecrets })
+  )
+}
+
+export async function listBackups(agentId: string): Promise<BackupView[]> {
+  const rows = await db
+    .from('agent_backups')
+    .where('agent_id', agentId)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+  return rows.map(present)
+}
+
+export async function findBackup(agentId: string, backupId: unknown): Promise<BackupView> {
+  const row = isUuid(backupId)
+    ? await db.from('agent_backups').where('agent_id', agentId).where('id', backupId).first()
+    : null
+  if (!row) throw new NotFoundException('Backup not found')
+  return present(row)
+}
+
+async function removeBackup(agentId: string, backupId: string): Promise<void> {
+  await db.from('agent_backups').where('agent_id', agentId).where('id', backupId).delete()
+  await unlink(archivePath(agentId, backupId)).catch(() => {})
+}
+
+export async function deleteBackup(agentId: string, backupId: unknown) {
+  const backup = await findBackup(agentId, backupId)
+  await removeBackup(agentId, backup.id)
+  return { deleted: true as const }
+}
+
+/** How many backups of one kind an agent keeps (daily by its owner's plan). */
+async function keptOf(agentId: string, kind: BackupKind): Promise<number> {
+  if (kind === 'manual') return backupConfig.manualKept
+  if (kind === 'pre-restore') return backupConfig.preRestoreKept
+  const owner = await db
+    .from('agents')
+    .join('users', 'users.id', 'agents.user_id')
+    .where('agents.id', agentId)
+    .select('users.tier', 'users.subscription_expires_at')
+    .first()
+  return backupConfig.dailyKept[owner ? effectiveTierOfRow(owner) : 'free']
+}
+
+/** Deletes the oldest backups of `kind` beyond what the agent keeps. */
+export async function pruneBackups(agentId: string, kind: BackupKind): Promise<number> {
+  const kept = await keptOf(agentId, kind)
+  const stale = await db
+    .from('agent_backups')
+    .where('agent_id', agentId)
+    .where('kind', kind)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .offset(kept)
+    .select('id')
+  for (const row of stale) await removeBackup(agentId, row.id)
+  return stale.length
+}
+
+/** Secret values of `from` at paths where `into` has none (a restore of an archive without secrets). */
+function carrySecrets(from: Config, into: Config): Config {
+  const out: Config = { ...into }
+  for (const [key, value] of Object.entries(from)) {
+    if (isSecretKey(key)) {
+      if (!(key in out)) out[key] = value
+    } else if (isPlainObject(value) && isPlainObject(out[key])) {
+      out[key] = carrySecrets(value, out[key])
+    }
+  }
+  return out
+}
+
+function isPlainObject(value: unknown): value is Config {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** The archive's config in the clear; 400 when its secrets are another install's. */
+function clearConfigOf(manifest: Manifest, stored: Config): Config {
+  if (manifest.secrets === 'omitted') return stored
+  if (manifest.install !== installId()) {
+    refuseArchive(
+      'it holds secrets encrypted by another installation; make the backup without includeSecrets to move the agent'
+    )
+  }
+  return decryptSecrets(stored)
+}
+
+/**
+ * POST /agents/:id/backups/:backupId/restore: the agent's current state
+ * is saved first (a `pre-restore` backup), then its folders, config,
+ * skills, schedules, knowledge and stored conversation become the
+ * backup's. Its container is stopped meanwhile and started afresh after
+ * (its sleep checkpoint is discarded). Channel connections stay as they
+ * are; secret config values an archive left out keep their current value.
+ */
+export async function restoreBackup(user: { id: string }, agentId: string, backupId: unknown) {
+  assertFoldersReachable()
+  const agent = await ownedAgent(user, agentId)
+  const backup = await findBackup(agent.id, backupId)
+  const agentsDir = agentsFolder()
+  const preRestore = await agentLifecycle.withContainerDown(
+    agent.id,
+    () =>
+      withWorkFolder(async (folder) => {
+        const staging = join(folder, 'unpacked')
+        const manifest = await unpackArchive(
+          archivePath(agent.id, backup.id),
+          staging,
+          backupConfig
+        )
+        const document = await readAgentDocument(staging)
+        if (document.framework !== agent.framework) {
+          refuseArchive(`it is of a ${document.framework} agent, this one is ${agent.framework}`)
+        }
+        const archived = clearConfigOf(manifest, document.config)
+        const saved = await storeBackup(agent, 'pre-restore', { includeSecrets: false })
+
+        await db.transaction(async (trx) => {
+          const locked = await ownedAgent(user, agent.id, { trx, forUpdate: true })
+          const current = decryptSecrets(locked.config)
+          const restored = carrySecrets(current, archived)
+          // Connections are the channels area's: they stay as they are now.
+          if (current.channels === undefined) delete restored.channels
+          else restored.channels = current.channels
+          const plugin = await frameworkPlugin(locked.framework)
+          locked.config = encryptSecrets(validateConfig(plugin, restored))
+          locked.installedSkills = document.installedSkills
+          await recordVersion(trx, locked.id, locked.config, `Restored backup ${backup.id}`)
+          locked.useTransaction(trx)
+          await locked.save()
+          await writeDocuments(trx, locked.id, staging)
+        })
+        await discardCheckpoint(agentsDir, agent.id)
+        await writeAgentFolders(agentsDir, agent.id, staging)
+        return saved
+      }),
+    { fresh: true }
+  )
+  await agent.refresh()
+  return { restoredFrom: backup.id, preRestoreBackup: preRestore, agent: presentDetail(agent) }
+}
+
+/** A name of 2 to 50 characters from an archived one. */
+function agentName(name: string, suffix = ''): string {
+  const base = name
+    .trim()
+    .slice(0, 50 - suffix.length)
+    .trim()
+  const named = `${base}${suffix}`
+  return named.length >= 2 ? named : `Imported agent${suffix}`.slice(0, 50)
+}
+
+/**
+ * Makes a new agent of `user` from the archive file `archive` (checked
+ * first: nothing is created from a refused one). The agent gets a new id,
+ * slug and tokens; channel connections are not carried. Tier limits apply
+ * (400 beyond the plan's agents). A framework newer here than in the
+ * archive starts from the archived state (the framework migrates its own
+ * files); one older here is refused.
+ */
+export async function agentFromArchive(
+  user: { id: string },
+  archive: string,
+  options: { nameSuffix?: string } = {}
+) {
+  assertFoldersReachable()
+  const agentsDir = agentsFolder()
+  return withWorkFolder(async (folder) => {
+    const staging = join(folder, 'unpacked')
+    const manifest = await unpackArchive(archive, staging, backupConfig)
+    const document = await readAgentDocument(staging)
+    if (document.framework !== manifest.framework.name) {
+      refuseArchive('agent.json and the manifest name different frameworks')
+    }
+    const plugin = await frameworkPlugin(manifest.framework.name)
+    if (compareVersions(manifest.framework.version, plugin.version) > 0) {
+      refuseArchive(
+        `it was made with ${plugin.name} ${manifest.framework.version}, newer than ${plugin.version} on this service; import it on a service with that version or later`
+      )
+    }
+    const config = clearConfigOf(manifest, document.config)
+    delete config.channels
+    let created: string | undefined
+    try {
+      return await createAgent(
+        user,
+        {
+          name: agentName(document.name, options.nameSuffix),
+          framework: plugin.name,
+          description: document.description,
+          avatarUrl: document.avatarUrl,
+          config,
+        },
+        {
+          populate: async (agent, trx) => {
+            created = agent.id
+            agent.installedSkills = document.installedSkills
+            agent.useTransaction(trx)
+            await agent.save()
+            await writeDocuments(trx, agent.id, staging)
+            await writeAgentFolders(agentsDir, agent.id, staging)
+          },
+        }
+      )
+    } catch (error) {
+      // The row was rolled back: its folders go too.
+      if (created) await removeAgentFolders(agentPaths(agentsDir, created)).catch(() => {})
+      throw error
+    }
+  })
+}
+
+/** POST /agents/:id/clone: a new agent of the same owner from the agent's state now. */
+export async function cloneAgent(user: { id: string }, agentId: string) {
+  assertFoldersReachable()
+  const agent = await ownedAgent(user, agentId)
+  return withWorkFolder(async (folder) => {
+    const archive = join(folder, 'clone.tar.gz')
+    await agentLifecycle.withContainerDown(agent.id, () =>
+      archiveAgent(agent, archive, { includeSecrets: true })
+    )
+    return agentFromArchive(user, archive, { nameSuffix: ' (copy)' })
+  })
+}
+
+/**
+ * Job: a daily backup of every agent whose newest daily one is a day old
+ * (or that has none), then the oldest beyond the owner's plan removed;
+ * archives of agents that no longer exist are deleted.
+ */
+export async function runDailyBackups(
+  now = new Date(),
+  options: { agentIds?: string[] } = {}
+): Promise<number> {
+  if (!backupConfig.daily) return 0
+  if ((process.env.AGENT_RUNTIME || 'process') !== 'process') return 0
+  let made = 0
+  const due = await db
+    .from('agents')
+    .whereNotExists((query) =>
+      query
+        .from('agent_backups')
+        .whereRaw('agent_backups.agent_id = agents.id')
+        .where('kind', 'daily')
+        .where('created_at', '>', new Date(now.getTime() - 24 * 60 * 60 * 1000))
+    )
+    .select('id')
+    // Tests back up their own agents only.
+    .if(options.agentIds, (query) => query.whereIn('id', options.agentIds!))
+  for (const row of due) {
+    const agent = await Agent.find(row.id)
+    if (!agent) continue
+    try {
+      await createBackup(agent, 'daily')
+      made += 1
+    } catch (error) {
+      logger.warn({ agentId: agent.id, err: error }, 'backups: daily backup failed')
+    }
+  }
+  const folders = await agentFoldersWithArchives()
+  if (folders.length > 0) {
+    const rows = await db.from('agents').whereIn('id', folders.filter(isUuid)).select('id')
+    const known = new Set(rows.map((agent) => agent.id as string))
+    for (const id of folders) if (!known.has(id)) await removeAgentArchives(id)
+  }
+  return made
+}
+
+export const dailyBackupsJob: PeriodicJob = {
+  name: 'backups.daily',
+  everyMs: backupConfig.dailyCheckEveryMs,
+  // Not at boot: a restarted service does not back up every agent at once.
+  runOnStart: false,
+  async run() {
+    const made = await runDailyBackups()
+    if (made > 0) logger.info({ made }, 'backups: daily backups made')
+  },
+}
