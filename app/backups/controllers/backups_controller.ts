@@ -5,7 +5,8 @@ import { pipeline } from 'node:stream/promises'
 import type { HttpContext } from '@adonisjs/core/http'
 import { backupConfig } from '#config/backups'
 import { ValidationException } from '#core/exceptions/api_exceptions'
-import { ownedAgent } from '#agents/services/agent_access'
+import { findAgent } from '#agents/services/agent_access'
+import AgentPolicy from '#agents/policies/agent_policy'
 import {
   agentFromArchive,
   cloneAgent,
@@ -77,8 +78,9 @@ export default class BackupsController {
    * @requestBody {"includeSecrets":false}
    * @responseBody 201 - {"success":true,"data":{"id":"0c1d...","kind":"manual","size":48213,"sha256":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","includeSecrets":false,"createdAt":"2025-01-01T00:00:00.000Z"}}
    */
-  async store({ auth, params, request, response }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async store({ bouncer, params, request, response }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
     const input = await request.validateUsing(createBackupValidator)
     const backup = await createBackup(agent, 'manual', { includeSecrets: input.includeSecrets })
     response.status(201)
@@ -91,8 +93,9 @@ export default class BackupsController {
    * @description Newest first: manual ones, daily automatic ones (kept by plan: 3 on free, 14 on paid plans) and the pre-restore ones a restore saves.
    * @responseBody 200 - {"success":true,"data":{"backups":[{"id":"0c1d...","kind":"daily","size":48213,"sha256":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","includeSecrets":false,"createdAt":"2025-01-01T00:00:00.000Z"}]}}
    */
-  async index({ auth, params }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async index({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
     return { backups: await listBackups(agent.id) }
   }
 
@@ -102,8 +105,9 @@ export default class BackupsController {
    * @description The archive itself (application/gzip: a tar with manifest.json), for POST /agents/import here or on another installation. Not wrapped in the envelope.
    * @responseBody 200 - <application/gzip>
    */
-  async download({ auth, params, response }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async download({ bouncer, params, response }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', agent)
     const backup = await findBackup(agent.id, params.backupId)
     const day = backup.createdAt.slice(0, 10)
     response.header('content-type', 'application/gzip')
@@ -118,8 +122,10 @@ export default class BackupsController {
    * @responseBody 200 - {"success":true,"data":{"restoredFrom":"0c1d...","preRestoreBackup":{"id":"7a8b...","kind":"pre-restore","size":50120,"sha256":"2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae","includeSecrets":false,"createdAt":"2025-01-02T00:00:00.000Z"},"agent":{"id":"9b2f...","name":"Support Bot","slug":"support-bot-x7k2qa","status":"active","framework":"openclaw","messageCount":12,"createdAt":"2025-01-01T00:00:00.000Z","description":null,"avatarUrl":null,"config":{"personality":"Friendly"},"integrations":[],"lastActiveAt":null,"updatedAt":"2025-01-02T00:00:00.000Z"}}}
    * @nullable description, avatarUrl, lastActiveAt
    */
-  async restore({ auth, params }: HttpContext) {
-    return restoreBackup(auth.getUserOrFail(), params.id, params.backupId)
+  async restore({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
+    return restoreBackup(agent, params.backupId)
   }
 
   /**
@@ -127,8 +133,9 @@ export default class BackupsController {
    * @summary Delete a backup
    * @responseBody 200 - {"success":true,"data":{"deleted":true}}
    */
-  async destroy({ auth, params }: HttpContext) {
-    const agent = await ownedAgent(auth.getUserOrFail(), params.id)
+  async destroy({ bouncer, params }: HttpContext) {
+    const agent = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('update', agent)
     return deleteBackup(agent.id, params.backupId)
   }
 
@@ -158,8 +165,10 @@ export default class BackupsController {
    * @responseBody 201 - {"success":true,"data":{"id":"4d5e...","name":"Support Bot (copy)","slug":"support-bot-copy-p3q9rz","status":"active","framework":"openclaw","messageCount":0,"createdAt":"2025-01-03T00:00:00.000Z","description":null,"avatarUrl":null,"config":{"personality":"Friendly"},"integrations":[],"lastActiveAt":null,"updatedAt":"2025-01-03T00:00:00.000Z"}}
    * @nullable description, avatarUrl, lastActiveAt
    */
-  async clone({ auth, params, response }: HttpContext) {
-    const agent = await cloneAgent(auth.getUserOrFail(), params.id)
+  async clone({ auth, bouncer, params, response }: HttpContext) {
+    const source = await findAgent(params.id)
+    await bouncer.with(AgentPolicy).authorize('view', source)
+    const agent = await cloneAgent(auth.getUserOrFail(), source)
     response.status(201)
     return agent
   }

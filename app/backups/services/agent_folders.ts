@@ -2,7 +2,8 @@ import { constants, createReadStream } from 'node:fs'
 import { lstat, open, readdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { agentPaths, ensureAgentFolders } from '#runtime/agent_paths'
-import { openBelow, removeBelow, removeIn, type PinnedDir } from '#runtime/files/confined_dir'
+import { openBelow, removeBelow } from '#runtime/files/confined_dir'
+import { removeIn, type PinnedDir } from '#runtime/files/pinned_dir'
 import { ARCHIVED_FOLDERS } from '#backups/services/archive_format'
 
 /** New files only, never through a link (the folders are fresh, but the rule is the rule). */

@@ -6,7 +6,7 @@ import { Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
 import tar, { type Pack } from 'tar-stream'
-import { isNotAFolder, PinnedDir } from '#runtime/files/confined_dir'
+import { isNotAFolder, PinnedDir } from '#runtime/files/pinned_dir'
 import {
   ARCHIVED_FOLDERS,
   MANIFEST_NAME,

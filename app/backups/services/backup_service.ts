@@ -9,7 +9,7 @@ import { backupConfig } from '#config/backups'
 import { NotFoundException, ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import Agent from '#agents/models/agent'
 import { effectiveTierOfRow } from '#identity/models/user'
-import { isUuid, ownedAgent } from '#agents/services/agent_access'
+import { findAgent, isUuid } from '#agents/services/agent_access'
 import { frameworkPlugin, validateConfig } from '#agents/services/agent_config'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { presentDetail } from '#agents/services/agent_presenter'
@@ -276,9 +276,8 @@ function clearConfigOf(manifest: Manifest, stored: Config): Config {
  * (its sleep checkpoint is discarded). Channel connections stay as they
  * are; secret config values an archive left out keep their current value.
  */
-export async function restoreBackup(user: { id: string }, agentId: string, backupId: unknown) {
+export async function restoreBackup(agent: Agent, backupId: unknown) {
   assertFoldersReachable()
-  const agent = await ownedAgent(user, agentId)
   const backup = await findBackup(agent.id, backupId)
   const agentsDir = agentsFolder()
   const preRestore = await agentLifecycle.withContainerDown(
@@ -299,7 +298,7 @@ export async function restoreBackup(user: { id: string }, agentId: string, backu
         const saved = await storeBackup(agent, 'pre-restore', { includeSecrets: false })
 
         await db.transaction(async (trx) => {
-          const locked = await ownedAgent(user, agent.id, { trx, forUpdate: true })
+          const locked = await findAgent(agent.id, { trx, forUpdate: true })
           const current = decryptSecrets(locked.config)
           const restored = carrySecrets(current, archived)
           // Connections are the channels area's: they stay as they are now.
@@ -394,9 +393,8 @@ export async function agentFromArchive(
 }
 
 /** POST /agents/:id/clone: a new agent of the same owner from the agent's state now. */
-export async function cloneAgent(user: { id: string }, agentId: string) {
+export async function cloneAgent(user: { id: string }, agent: Agent) {
   assertFoldersReachable()
-  const agent = await ownedAgent(user, agentId)
   return withWorkFolder(async (folder) => {
     const archive = join(folder, 'clone.tar.gz')
     await agentLifecycle.withContainerDown(agent.id, () =>
