@@ -17,7 +17,7 @@ import { pruneStoredMessagesJob } from '#chat/services/history_service'
 import { releaseExpiredHoldsJob } from '#credits/services/credit_holds'
 import { purgeExpiredIdempotencyKeysJob } from '#chat/services/idempotency'
 import { runDueSchedulesJob } from '#schedules/services/schedule_service'
-import { dailyBackupsJob } from '#backups/services/backup_service'
+import { dailyBackupsJob } from '#backups/services/daily_backups'
 
 registerPeriodicJob(mailOutboxJob(sendMail))
 registerPeriodicJob(billingLapseJob)

@@ -1,11 +1,14 @@
 import app from '@adonisjs/core/services/app'
 import logger from '@adonisjs/core/services/logger'
 import { NotFoundException, ValidationException } from '#core/exceptions/api_exceptions'
-import type { ContainerView, RuntimeService } from '#runtime/runtime_service'
+import type { RuntimeService } from '#runtime/runtime_service'
 import { BootCancelledError, type BootPriority } from '#runtime/capacity/capacity_manager'
 import type { RuntimeEvent } from '#runtime/types'
-import Agent, { type AgentStatus } from '#agents/models/agent'
-import { recordFeedEvent, type Transition } from '#agents/services/feed_service'
+import Agent from '#agents/models/agent'
+import { recordFeedEvent } from '#agents/services/feed_service'
+import { changeStatus, RuntimeEventFeed } from '#agents/services/runtime_event_feed'
+import { containerField, type ContainerField } from '#agents/services/container_field'
+import { sleepAgentsOverQuota, sleepIdleAgents } from '#agents/services/idle_sleep'
 import { runtimeSpecFor } from '#agents/services/runtime_spec'
 
 export interface StartResult {
@@ -24,49 +27,6 @@ const PAUSED_MESSAGE =
   'The agent is paused because your plan allows fewer agents. Renew your plan or add an agent pack and it resumes automatically.'
 
 /**
- * Sets the stored status (only from one of `from`, when given) and, when it
- * changed, stores one `status_change` event naming the transition. Returns
- * the status it changed from, or null when it did not change.
- */
-async function changeStatus(
-  agentId: string,
-  to: AgentStatus,
-  content: string,
-  options: { from?: AgentStatus[] } = {}
-): Promise<AgentStatus | null> {
-  const row = await Agent.query().where('id', agentId).select('status').first()
-  if (!row || row.status === to) return null
-  if (options.from && !options.from.includes(row.status)) return null
-  // Compare-and-set: of two changes racing, one stores the event.
-  const updated = await Agent.query()
-    .where('id', agentId)
-    .where('status', row.status)
-    .update({ status: to, updatedAt: new Date() })
-  const count = Number(Array.isArray(updated) ? updated[0] : updated)
-  if (!count) return null
-  await recordFeedEvent(agentId, {
-    type: 'status_change',
-    content,
-    transition: { from: row.status, to },
-  })
-  return row.status
-}
-
-/** The API's `container` field (CONTRACT.md): the runtime's view plus `sleeping`. */
-export type ContainerField = ContainerView | 'sleeping'
-
-export function containerField(
-  agent: Pick<Agent, 'status' | 'sleepingSince'>,
-  view: ContainerView
-): ContainerField {
-  if (agent.status === 'stopped' || agent.status === 'paused') return 'stopped'
-  if (agent.status === 'error') return 'error'
-  if (view !== 'stopped') return view
-  // Active with no container: put to sleep, or on its way up (created, woken, recovering).
-  return agent.sleepingSince ? 'sleeping' : 'starting'
-}
-
-/**
  * Turns agent states into container states and back. Every container
  * operation of one agent runs after the previous one finished (a PATCH's
  * reconfigure, a stop and a delete arriving together never interleave).
@@ -77,10 +37,8 @@ export function containerField(
 export class AgentLifecycle {
   readonly #chains = new Map<string, Promise<unknown>>()
   readonly #background = new Set<Promise<unknown>>()
-  /** Feed and status writes of runtime events, per agent, until they are stored. */
-  readonly #eventWrites = new Map<string, Set<Promise<void>>>()
-  /** The container state each agent's feed last reported (one event per transition). */
-  readonly #containerSeen = new Map<string, ContainerField>()
+  /** Runtime events -> feed events and the `error` state (runtime_event_feed.ts). */
+  readonly #feed = new RuntimeEventFeed()
 
   constructor(private readonly runtime: () => Promise<RuntimeService>) {}
 
@@ -94,7 +52,7 @@ export class AgentLifecycle {
     const next = previous
       .catch(() => {})
       .then(task)
-      .finally(() => this.#eventsStored(agentId))
+      .finally(() => this.#feed.storedFor(agentId))
     this.#chains.set(agentId, next)
     const forget = () => {
       if (this.#chains.get(agentId) === next) this.#chains.delete(agentId)
@@ -120,8 +78,18 @@ export class AgentLifecycle {
   }
 
   /** Every feed write that runtime events started so far has finished. */
-  async eventsStored(): Promise<void> {
-    await Promise.allSettled([...this.#eventWrites.values()].flatMap((writes) => [...writes]))
+  eventsStored(): Promise<void> {
+    return this.#feed.stored()
+  }
+
+  /** The runtime's event listener (subscribed at boot by the agents provider). */
+  onRuntimeEvent(event: RuntimeEvent): void {
+    this.#feed.onRuntimeEvent(event)
+  }
+
+  /** Runtime events -> feed events and the `error` state. */
+  handleRuntimeEvent(event: RuntimeEvent): Promise<void> {
+    return this.#feed.handle(event)
   }
 
   async #fresh(agentId: string): Promise<Agent> {
@@ -254,56 +222,14 @@ export class AgentLifecycle {
     })
   }
 
-  /**
-   * Puts to sleep every agent running here whose last message (stored
-   * `last_active_at`, or this process's own record of it) and whose start
-   * are older than `idleMs`. Returns the ids put to sleep.
-   */
+  /** Puts to sleep the agents running here idle for `idleMs` (idle_sleep.ts); their ids. */
   async sleepIdle(idleMs: number, now = Date.now()): Promise<string[]> {
-    const runtime = await this.runtime()
-    const candidates = runtime
-      .admittedAgents()
-      .filter((entry) => !entry.booting && entry.lastActiveAt < now - idleMs)
-    if (candidates.length === 0) return []
-    const rows = await Agent.query()
-      .whereIn(
-        'id',
-        candidates.map((entry) => entry.agentId)
-      )
-      .select('id', 'last_active_at')
-    const lastMessage = new Map(rows.map((row) => [row.id, row.lastActiveAt?.toMillis() ?? 0]))
-    const idle = candidates
-      .filter((entry) => (lastMessage.get(entry.agentId) ?? 0) < now - idleMs)
-      .map((entry) => entry.agentId)
-    await Promise.allSettled(idle.map((agentId) => this.sleep(agentId)))
-    return idle
+    return sleepIdleAgents(await this.runtime(), (agentId) => this.sleep(agentId), idleMs, now)
   }
 
-  /**
-   * Puts to sleep every agent running here whose own writes took its
-   * workspace past the quota; it stays asleep (messages answered on the
-   * hosted path, files manageable) until enough is deleted. Returns the ids.
-   */
+  /** Puts to sleep the agents running here over their workspace quota (idle_sleep.ts); their ids. */
   async sleepOverQuota(): Promise<string[]> {
-    const runtime = await this.runtime()
-    const over: string[] = []
-    for (const entry of runtime.admittedAgents()) {
-      if (!entry.booting && (await runtime.workspaceOverQuota(entry.agentId))) {
-        over.push(entry.agentId)
-      }
-    }
-    await Promise.allSettled(
-      over.map(async (agentId) => {
-        await this.sleep(agentId)
-        await recordFeedEvent(agentId, {
-          type: 'error',
-          content:
-            'Workspace over its quota: the agent was put to sleep and stays asleep ' +
-            'until files are deleted through the file manager',
-        })
-      })
-    )
-    return over
+    return sleepAgentsOverQuota(await this.runtime(), (agentId) => this.sleep(agentId))
   }
 
   /**
@@ -369,7 +295,7 @@ export class AgentLifecycle {
     this.#detached('remove', agentId, async () => {
       const runtime = await this.runtime()
       runtime.cancelRun(agentId)
-      this.#containerSeen.delete(agentId)
+      this.#feed.forget(agentId)
       await this.remove(agentId)
     })
   }
@@ -463,85 +389,6 @@ export class AgentLifecycle {
       await changeStatus(failure.agentId, 'error', 'Agent failed to start', { from: ['active'] })
     }
     return result
-  }
-
-  async #eventsStored(agentId: string): Promise<void> {
-    const writes = this.#eventWrites.get(agentId)
-    if (writes) await Promise.allSettled([...writes])
-  }
-
-  /** The runtime's event listener (subscribed at boot by the agents provider). */
-  onRuntimeEvent(event: RuntimeEvent): void {
-    const write = this.handleRuntimeEvent(event).catch((error) => {
-      logger.error({ err: error, agentId: event.agentId }, 'agents: runtime event not recorded')
-    })
-    let writes = this.#eventWrites.get(event.agentId)
-    if (!writes) this.#eventWrites.set(event.agentId, (writes = new Set()))
-    writes.add(write)
-    write.finally(() => {
-      writes.delete(write)
-      if (writes.size === 0 && this.#eventWrites.get(event.agentId) === writes) {
-        this.#eventWrites.delete(event.agentId)
-      }
-    })
-  }
-
-  /**
-   * One `status_change` event when the container's state (as the feed last
-   * reported it) changes; repeated reports of one state add nothing.
-   */
-  async #containerChange(agentId: string, to: ContainerField, content: string): Promise<void> {
-    const from = this.#containerSeen.get(agentId) ?? null
-    if (from === to) return
-    this.#containerSeen.set(agentId, to)
-    const transition: Transition = { from, to }
-    await recordFeedEvent(agentId, { type: 'status_change', content, transition })
-  }
-
-  /** Runtime events -> feed events and the `error` state. */
-  async handleRuntimeEvent(event: RuntimeEvent): Promise<void> {
-    switch (event.type) {
-      case 'started':
-        await Agent.query()
-          .where('id', event.agentId)
-          .whereNotNull('sleeping_since')
-          .update({ sleepingSince: null })
-        return this.#containerChange(
-          event.agentId,
-          'starting',
-          event.restored ? 'Container restored from its checkpoint' : 'Container launched'
-        )
-      case 'ready':
-        return this.#containerChange(event.agentId, 'running', 'Container running')
-      case 'sleeping':
-        await Agent.query().where('id', event.agentId).update({ sleepingSince: new Date() })
-        return this.#containerChange(
-          event.agentId,
-          'sleeping',
-          'Agent asleep: its container stopped while idle; the next message wakes it'
-        )
-      case 'stopped':
-        return this.#containerChange(event.agentId, 'stopped', 'Container stopped')
-      case 'exited':
-        return recordFeedEvent(event.agentId, {
-          type: 'error',
-          content: `Agent process ended unexpectedly: ${event.reason}`,
-        })
-      case 'restarting':
-        return this.#containerChange(
-          event.agentId,
-          'starting',
-          `Agent restarting after a crash (restart ${event.restartCount}, in ${Math.round(event.delayMs / 100) / 10}s)`
-        )
-      case 'error':
-        this.#containerSeen.set(event.agentId, 'error')
-        // Given up on by the runtime; a paused or stopped agent keeps its state.
-        await changeStatus(event.agentId, 'error', 'Agent failed', { from: ['active'] })
-        return recordFeedEvent(event.agentId, {
-          type: 'error',
-          content: `Agent failed: ${event.message}`,
-        })
-    }
   }
 }
 

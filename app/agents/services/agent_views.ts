@@ -3,7 +3,7 @@ import app from '@adonisjs/core/services/app'
 import type { MonitoringFigures, WorkspaceFiles } from '#runtime/types'
 import type Agent from '#agents/models/agent'
 import { AgentNotRunningException } from '#core/exceptions/api_exceptions'
-import { containerField, type ContainerField } from '#agents/services/agent_lifecycle'
+import { containerField, type ContainerField } from '#agents/services/container_field'
 
 async function runtime() {
   return app.container.make('runtime')

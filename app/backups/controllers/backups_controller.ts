@@ -7,9 +7,8 @@ import { backupConfig } from '#config/backups'
 import { ValidationException } from '#core/exceptions/api_exceptions'
 import { findAgent } from '#agents/services/agent_access'
 import AgentPolicy from '#agents/policies/agent_policy'
+import { agentFromArchive, cloneAgent } from '#backups/services/agent_import'
 import {
-  agentFromArchive,
-  cloneAgent,
   createBackup,
   deleteBackup,
   findBackup,

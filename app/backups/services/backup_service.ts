@@ -2,18 +2,15 @@ import { createHash, hkdfSync, randomUUID } from 'node:crypto'
 import { unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import db from '@adonisjs/lucid/services/db'
-import logger from '@adonisjs/core/services/logger'
 import { appKey } from '#config/app'
-import type { PeriodicJob } from '#core/jobs/periodic_jobs'
 import { backupConfig } from '#config/backups'
 import { NotFoundException, ServiceUnavailableException } from '#core/exceptions/api_exceptions'
-import Agent from '#agents/models/agent'
+import type Agent from '#agents/models/agent'
 import { effectiveTierOfRow } from '#identity/models/user'
 import { findAgent, isUuid } from '#agents/services/agent_access'
 import { frameworkPlugin, validateConfig } from '#agents/services/agent_config'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { presentDetail } from '#agents/services/agent_presenter'
-import { createAgent } from '#agents/services/agent_service'
 import {
   decryptSecrets,
   encryptSecrets,
@@ -21,10 +18,8 @@ import {
   type Config,
 } from '#agents/services/config_secrets'
 import { recordVersion } from '#agents/services/config_versions'
-import { agentPaths, removeAgentFolders } from '#runtime/agent_paths'
 import {
   ARCHIVE_FORMAT,
-  compareVersions,
   FORMAT_VERSION,
   refuseArchive,
   type Manifest,
@@ -35,9 +30,7 @@ import { collectDocuments, readAgentDocument, writeDocuments } from '#backups/se
 import { discardCheckpoint, writeAgentFolders } from '#backups/services/agent_folders'
 import {
   agentBackupFolder,
-  agentFoldersWithArchives,
   agentsFolder,
-  removeAgentArchives,
   archivePath,
   withWorkFolder,
 } from '#backups/services/backup_store'
@@ -91,7 +84,7 @@ function present(row: BackupRow): BackupView {
  * process driver's. Docker and swarm keep them in engine volumes, which
  * this version does not archive (docs/backups.md "Limits").
  */
-function assertFoldersReachable() {
+export function assertFoldersReachable() {
   const driver = process.env.AGENT_RUNTIME || 'process'
   if (driver !== 'process') {
     throw new ServiceUnavailableException(
@@ -120,7 +113,11 @@ export function installId(): string {
  * down (agentLifecycle.withContainerDown), so files, framework state and
  * the rows read here are of one moment.
  */
-async function archiveAgent(agent: Agent, target: string, options: { includeSecrets: boolean }) {
+export async function archiveAgent(
+  agent: Agent,
+  target: string,
+  options: { includeSecrets: boolean }
+) {
   const plugin = await frameworkPlugin(agent.framework)
   return writeArchive(target, {
     agentsDir: agentsFolder(),
@@ -258,7 +255,7 @@ function isPlainObject(value: unknown): value is Config {
 }
 
 /** The archive's config in the clear; 400 when its secrets are another install's. */
-function clearConfigOf(manifest: Manifest, stored: Config): Config {
+export function clearConfigOf(manifest: Manifest, stored: Config): Config {
   if (manifest.secrets === 'omitted') return stored
   if (manifest.install !== installId()) {
     refuseArchive(
@@ -320,140 +317,4 @@ export async function restoreBackup(agent: Agent, backupId: unknown) {
   )
   await agent.refresh()
   return { restoredFrom: backup.id, preRestoreBackup: preRestore, agent: presentDetail(agent) }
-}
-
-/** A name of 2 to 50 characters from an archived one. */
-function agentName(name: string, suffix = ''): string {
-  const base = name
-    .trim()
-    .slice(0, 50 - suffix.length)
-    .trim()
-  const named = `${base}${suffix}`
-  return named.length >= 2 ? named : `Imported agent${suffix}`.slice(0, 50)
-}
-
-/**
- * Makes a new agent of `user` from the archive file `archive` (checked
- * first: nothing is created from a refused one). The agent gets a new id,
- * slug and tokens; channel connections are not carried. Tier limits apply
- * (400 beyond the plan's agents). A framework newer here than in the
- * archive starts from the archived state (the framework migrates its own
- * files); one older here is refused.
- */
-export async function agentFromArchive(
-  user: { id: string },
-  archive: string,
-  options: { nameSuffix?: string } = {}
-) {
-  assertFoldersReachable()
-  const agentsDir = agentsFolder()
-  return withWorkFolder(async (folder) => {
-    const staging = join(folder, 'unpacked')
-    const manifest = await unpackArchive(archive, staging, backupConfig)
-    const document = await readAgentDocument(staging)
-    if (document.framework !== manifest.framework.name) {
-      refuseArchive('agent.json and the manifest name different frameworks')
-    }
-    const plugin = await frameworkPlugin(manifest.framework.name)
-    if (compareVersions(manifest.framework.version, plugin.version) > 0) {
-      refuseArchive(
-        `it was made with ${plugin.name} ${manifest.framework.version}, newer than ${plugin.version} on this service; import it on a service with that version or later`
-      )
-    }
-    const config = clearConfigOf(manifest, document.config)
-    delete config.channels
-    let created: string | undefined
-    try {
-      return await createAgent(
-        user,
-        {
-          name: agentName(document.name, options.nameSuffix),
-          framework: plugin.name,
-          description: document.description,
-          avatarUrl: document.avatarUrl,
-          config,
-        },
-        {
-          populate: async (agent, trx) => {
-            created = agent.id
-            agent.installedSkills = document.installedSkills
-            agent.useTransaction(trx)
-            await agent.save()
-            await writeDocuments(trx, agent.id, staging)
-            await writeAgentFolders(agentsDir, agent.id, staging)
-          },
-        }
-      )
-    } catch (error) {
-      // The row was rolled back: its folders go too.
-      if (created) await removeAgentFolders(agentPaths(agentsDir, created)).catch(() => {})
-      throw error
-    }
-  })
-}
-
-/** POST /agents/:id/clone: a new agent of the same owner from the agent's state now. */
-export async function cloneAgent(user: { id: string }, agent: Agent) {
-  assertFoldersReachable()
-  return withWorkFolder(async (folder) => {
-    const archive = join(folder, 'clone.tar.gz')
-    await agentLifecycle.withContainerDown(agent.id, () =>
-      archiveAgent(agent, archive, { includeSecrets: true })
-    )
-    return agentFromArchive(user, archive, { nameSuffix: ' (copy)' })
-  })
-}
-
-/**
- * Job: a daily backup of every agent whose newest daily one is a day old
- * (or that has none), then the oldest beyond the owner's plan removed;
- * archives of agents that no longer exist are deleted.
- */
-export async function runDailyBackups(
-  now = new Date(),
-  options: { agentIds?: string[] } = {}
-): Promise<number> {
-  if (!backupConfig.daily) return 0
-  if ((process.env.AGENT_RUNTIME || 'process') !== 'process') return 0
-  let made = 0
-  const due = await db
-    .from('agents')
-    .whereNotExists((query) =>
-      query
-        .from('agent_backups')
-        .whereRaw('agent_backups.agent_id = agents.id')
-        .where('kind', 'daily')
-        .where('created_at', '>', new Date(now.getTime() - 24 * 60 * 60 * 1000))
-    )
-    .select('id')
-    // Tests back up their own agents only.
-    .if(options.agentIds, (query) => query.whereIn('id', options.agentIds!))
-  for (const row of due) {
-    const agent = await Agent.find(row.id)
-    if (!agent) continue
-    try {
-      await createBackup(agent, 'daily')
-      made += 1
-    } catch (error) {
-      logger.warn({ agentId: agent.id, err: error }, 'backups: daily backup failed')
-    }
-  }
-  const folders = await agentFoldersWithArchives()
-  if (folders.length > 0) {
-    const rows = await db.from('agents').whereIn('id', folders.filter(isUuid)).select('id')
-    const known = new Set(rows.map((agent) => agent.id as string))
-    for (const id of folders) if (!known.has(id)) await removeAgentArchives(id)
-  }
-  return made
-}
-
-export const dailyBackupsJob: PeriodicJob = {
-  name: 'backups.daily',
-  everyMs: backupConfig.dailyCheckEveryMs,
-  // Not at boot: a restarted service does not back up every agent at once.
-  runOnStart: false,
-  async run() {
-    const made = await runDailyBackups()
-    if (made > 0) logger.info({ made }, 'backups: daily backups made')
-  },
 }

@@ -13,7 +13,8 @@ import {
   bearerFromHeader,
   credentialKind,
 } from '#identity/services/token_authenticator'
-import { hostedCompletion, isModelOffered, openHostedStream } from '#chat/services/model_proxy'
+import { hostedCompletion, openHostedStream } from '#chat/services/model_proxy'
+import { isModelOffered } from '#chat/services/hosted_models'
 import {
   lastUserText,
   localDevChunks,

@@ -13,6 +13,8 @@ import {
 } from '#credits/services/credit_holds'
 import { alertBudgetRefusal, BudgetExceededException } from '#credits/services/credit_budgets'
 import { localDevChunks, localDevCompletion } from '#chat/services/local_dev_model'
+import { hostedProviderName, resolveHostedModel } from '#chat/services/hosted_models'
+import { maxOutputTokens, setOutputLimit, upstreamBody } from '#chat/services/upstream_body'
 import {
   creditsFor,
   estimateTokens,
@@ -46,144 +48,6 @@ export interface HostedOptions {
 
 /** The upstream sent an error inside a stream, or a stream broke off. */
 export class UpstreamStreamError extends ServiceUnavailableException {}
-
-/**
- * Whether requests may name this model upstream (`modelAllowlist` in
- * config/model_proxy.ts). Without MODEL_ALLOWLIST: MODEL_NAME, and a model
- * of the rate table by its own name, with a `vendor/` prefix or as a dated
- * snapshot (`gpt-4o-mini`, `openai/gpt-4o-mini`, `gpt-4o-mini-2024-07-18`),
- * never a longer name that merely starts like one (`gpt-5-pro` is not
- * `gpt-5`: it costs several times more).
- */
-export function isModelOffered(model: string): boolean {
-  const { modelAllowlist, upstream, rates } = modelProxyConfig
-  if (modelAllowlist) return modelAllowlist.includes('*') || modelAllowlist.includes(model)
-  if (model === upstream.defaultModel) return true
-  const name = model.toLowerCase()
-  const bare = name.slice(name.lastIndexOf('/') + 1)
-  const snapshot = bare.replace(/-(\d{4}-\d{2}-\d{2}|\d{8})$/, '')
-  return Object.hasOwn(rates, name) || Object.hasOwn(rates, bare) || Object.hasOwn(rates, snapshot)
-}
-
-/** The model names a refusal suggests. */
-function offeredModelNames(): string[] {
-  const { modelAllowlist, upstream, rates } = modelProxyConfig
-  const names = modelAllowlist ?? [
-    ...(upstream.defaultModel ? [upstream.defaultModel] : []),
-    ...Object.keys(rates),
-  ]
-  return [...new Set([...names, LOCAL_DEV_MODEL])]
-}
-
-/**
- * The model a request is answered by (`local-dev` without an upstream).
- * A model that is not offered is refused here, before any credits are
- * held: without an upstream too, so `local-dev` never answers for a name
- * the service would refuse once MODEL_API_URL is set.
- */
-export function resolveHostedModel(requested: unknown): { model: string; local: boolean } {
-  const upstream = modelProxyConfig.upstream
-  const named = typeof requested === 'string' && requested.trim() ? requested.trim() : null
-  if (named === LOCAL_DEV_MODEL) return { model: LOCAL_DEV_MODEL, local: true }
-  if (named && !isModelOffered(named)) {
-    throw new ValidationException(
-      `model: "${named.slice(0, 100)}" is not offered here; use one of: ${offeredModelNames().join(', ')}`
-    )
-  }
-  if (!upstream.url) return { model: LOCAL_DEV_MODEL, local: true }
-  const model = named ?? upstream.defaultModel
-  if (!model) {
-    throw new ValidationException('model: none named, and MODEL_NAME is not set')
-  }
-  return { model, local: false }
-}
-
-const KNOWN_PROVIDERS: [RegExp, string][] = [
-  [/(^|\.)openai\.com$/, 'openai'],
-  [/(^|\.)openrouter\.ai$/, 'openrouter'],
-  [/(^|\.)anthropic\.com$/, 'anthropic'],
-  [/(^|\.)groq\.com$/, 'groq'],
-  [/(^|\.)together\.(ai|xyz)$/, 'together'],
-  [/(^|\.)mistral\.ai$/, 'mistral'],
-]
-
-let providerCache: { url: string; name: string } | undefined
-
-/** The usage-history `provider` of hosted calls: a known vendor's name, else the upstream's host. */
-export function hostedProviderName(local: boolean): string {
-  if (local) return LOCAL_DEV_MODEL
-  const url = modelProxyConfig.upstream.url ?? ''
-  if (providerCache?.url === url) return providerCache.name
-  let host = 'hosted'
-  try {
-    host = new URL(url).hostname
-  } catch {}
-  const name = KNOWN_PROVIDERS.find(([pattern]) => pattern.test(host))?.[1] ?? host
-  providerCache = { url, name }
-  return name
-}
-
-/**
- * The most output tokens a request may produce, and what its hold covers:
- * the largest limit the client named in either field (a small one in one
- * field cannot hide a large one in the other), else the default reserve.
- */
-function maxOutputTokens(body: Record<string, any>): number {
-  const named = [body.max_completion_tokens, body.max_tokens]
-    .map(Number)
-    .filter((value) => Number.isSafeInteger(value) && value > 0)
-  return named.length > 0 ? Math.max(...named) : modelProxyConfig.reserveOutputTokens
-}
-
-/**
- * Request fields forwarded upstream: generation settings only. Anything
- * else (`n`, `best_of`, provider-specific extras) never reaches the
- * provider. Whatever is forwarded is priced: the hold covers the bytes of
- * the whole forwarded body (promptTokensUpperBound).
- */
-const FORWARDED_FIELDS = [
-  'messages',
-  'temperature',
-  'top_p',
-  'stop',
-  'presence_penalty',
-  'frequency_penalty',
-  'seed',
-  'response_format',
-  'tools',
-  'tool_choice',
-  'functions',
-  'function_call',
-  'parallel_tool_calls',
-  'user',
-  'logit_bias',
-  'logprobs',
-  'top_logprobs',
-] as const
-
-/** The body sent upstream: forwarded fields, the model, one output limit, stream settings. */
-function upstreamBody(
-  body: Record<string, any>,
-  model: string,
-  limit: number,
-  stream: boolean
-): Record<string, any> {
-  if (body.n !== undefined && body.n !== null && Number(body.n) !== 1) {
-    throw new ValidationException('"n" must be 1: one completion per request')
-  }
-  const request: Record<string, any> = { model }
-  for (const field of FORWARDED_FIELDS) if (body[field] !== undefined) request[field] = body[field]
-  setOutputLimit(request, body, limit)
-  request.stream = stream
-  if (stream) request.stream_options = { include_usage: true }
-  return request
-}
-
-/** One limit field, the one the client used (providers differ in which they take). */
-function setOutputLimit(request: Record<string, any>, body: Record<string, any>, limit: number) {
-  if (body.max_completion_tokens !== undefined) request.max_completion_tokens = limit
-  else request.max_tokens = limit
-}
 
 /** The fewest output tokens a request is still sent with when the balance cannot hold what it asked. */
 const MIN_FITTED_OUTPUT_TOKENS = 256
