@@ -10,13 +10,15 @@ import type { ContainerDriver } from '#runtime/types'
  * Resolves once the agent's framework answers 2xx on its readiness path
  * (`onReady` is told the run's container id first). Throws
  * AgentNotRunningException when the container stops or is given up on
- * meanwhile, ServiceUnavailableException after `timeoutMs`.
+ * meanwhile (not while `pending()` says a run is scheduled and not yet up:
+ * a restart's new run starts after its old one stopped),
+ * ServiceUnavailableException after `timeoutMs`.
  */
 export async function untilReady(
   driver: ContainerDriver,
   frameworks: FrameworkResolver,
   agentId: string,
-  options: { timeoutMs: number; signal?: AbortSignal },
+  options: { timeoutMs: number; signal?: AbortSignal; pending?: () => boolean },
   onReady: (containerId: string | null) => void
 ): Promise<void> {
   const timeoutMs = options.timeoutMs
@@ -24,7 +26,8 @@ export async function untilReady(
   while (Date.now() < deadline) {
     options.signal?.throwIfAborted()
     const info = await driver.inspect(agentId)
-    if (info.state === 'error' || info.state === 'stopped' || info.state === 'absent') {
+    const down = info.state === 'error' || info.state === 'stopped' || info.state === 'absent'
+    if (down && !options.pending?.()) {
       throw new AgentNotRunningException(
         info.lastError ? `The agent is not running: ${info.lastError}` : undefined
       )

@@ -306,11 +306,7 @@ export class RuntimeService extends RuntimeReads {
     if (plugin.skillsDir.reload === 'restart') await this.reconfigure(spec)
   }
 
-  /**
-   * Resolves once the framework answers 2xx on its readiness path. Throws
-   * AgentNotRunningException when the container stops or is given up on
-   * meanwhile, ServiceUnavailableException after the timeout.
-   */
+  /** Resolves once the framework answers 2xx on its readiness path (readiness.ts). */
   async waitUntilReady(
     agentId: string,
     options: { timeoutMs?: number; signal?: AbortSignal } = {}
@@ -320,7 +316,11 @@ export class RuntimeService extends RuntimeReads {
       this.driver,
       this.options.frameworks,
       agentId,
-      { timeoutMs, signal: options.signal },
+      {
+        timeoutMs,
+        signal: options.signal,
+        pending: () => this.plans.scheduled(agentId) !== undefined,
+      },
       (containerId) => this.#emit({ type: 'ready', agentId, containerId, at: new Date() })
     )
   }

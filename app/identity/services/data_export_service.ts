@@ -6,6 +6,7 @@ import { DateTime } from 'luxon'
 import yazl from 'yazl'
 import app from '@adonisjs/core/services/app'
 import logger from '@adonisjs/core/services/logger'
+import db from '@adonisjs/lucid/services/db'
 import { signedUrlFor } from '@adonisjs/core/services/url_builder'
 import { appUrl } from '#config/app'
 import { storageDir } from '#core/bootstrap/paths'
@@ -68,39 +69,47 @@ const RESEND_AFTER_MINUTES = 60
 /**
  * POST /auth/export-data: records the job and starts it in the background.
  * One export at a time per user, and none within an hour of the last one
- * sent: 429 with Retry-After. The one-at-a-time rule is a partial unique
- * index, so two concurrent requests cannot both start.
+ * sent: 429 with Retry-After. The check and the new job's row are one
+ * step per user (a transaction-scoped advisory lock): an export finishes
+ * in well under a second, so a second request that checked while the
+ * first was processing and inserted once it was ready would otherwise
+ * start a second one. The partial unique index on processing jobs stays
+ * as the last guard.
  */
 export async function requestExport(user: User) {
-  await DataExport.query()
-    .where('user_id', user.id)
-    .where('status', 'processing')
-    .where('created_at', '<', DateTime.now().minus({ minutes: STALE_AFTER_MINUTES }).toJSDate())
-    .update({ status: 'failed', error: 'interrupted' })
+  const entry = await db.transaction(async (trx) => {
+    await trx.rawQuery('select pg_advisory_xact_lock(hashtextextended(?, 0))', [
+      `data-export:${user.id}`,
+    ])
+    await DataExport.query({ client: trx })
+      .where('user_id', user.id)
+      .where('status', 'processing')
+      .where('created_at', '<', DateTime.now().minus({ minutes: STALE_AFTER_MINUTES }).toJSDate())
+      .update({ status: 'failed', error: 'interrupted' })
 
-  const recent = await DataExport.query()
-    .where('user_id', user.id)
-    .where('status', 'ready')
-    .where('created_at', '>', DateTime.now().minus({ minutes: RESEND_AFTER_MINUTES }).toJSDate())
-    .orderBy('created_at', 'desc')
-    .first()
-  if (recent) {
-    const waitMs = recent.createdAt.plus({ minutes: RESEND_AFTER_MINUTES }).toMillis() - Date.now()
-    throw RateLimitExceededException.retryAfter(
-      'A data export was sent in the last hour; check your mail or try again later',
-      waitMs / 1000
-    )
-  }
-
-  let entry: DataExport
-  try {
-    entry = await DataExport.create({ userId: user.id, status: 'processing' })
-  } catch (error) {
-    if ((error as { code?: string }).code === PG_UNIQUE_VIOLATION) {
-      throw RateLimitExceededException.retryAfter('A data export is already being prepared', 60)
+    const recent = await DataExport.query({ client: trx })
+      .where('user_id', user.id)
+      .where('status', 'ready')
+      .where('created_at', '>', DateTime.now().minus({ minutes: RESEND_AFTER_MINUTES }).toJSDate())
+      .orderBy('created_at', 'desc')
+      .first()
+    if (recent) {
+      const waitMs =
+        recent.createdAt.plus({ minutes: RESEND_AFTER_MINUTES }).toMillis() - Date.now()
+      throw RateLimitExceededException.retryAfter(
+        'A data export was sent in the last hour; check your mail or try again later',
+        waitMs / 1000
+      )
     }
-    throw error
-  }
+    try {
+      return await DataExport.create({ userId: user.id, status: 'processing' }, { client: trx })
+    } catch (error) {
+      if ((error as { code?: string }).code === PG_UNIQUE_VIOLATION) {
+        throw RateLimitExceededException.retryAfter('A data export is already being prepared', 60)
+      }
+      throw error
+    }
+  })
 
   setImmediate(() => {
     void runExport(entry.id)
