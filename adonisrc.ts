@@ -43,6 +43,7 @@ export default defineConfig({
     () => import('#start/transmit'),
     () => import('#start/view'),
     () => import('#start/knowledge'),
+    { file: () => import('#start/openapi'), environment: ['web', 'test'] },
   ],
 
   tests: {

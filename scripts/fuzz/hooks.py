@@ -1,4 +1,7 @@
-"""Custom schemathesis checks for `npm run fuzz` (loaded via SCHEMATHESIS_HOOKS=hooks)."""
+"""Custom schemathesis 4 checks and hooks for `npm run fuzz` (loaded via SCHEMATHESIS_HOOKS=hooks).
+
+schemathesis 4 calls checks as `(ctx, response, case)` and `before_call` with the request
+kwargs too; a check fails by raising AssertionError."""
 import json
 import os
 import zlib
@@ -37,7 +40,7 @@ CODE_STATUSES = {
 
 
 @schemathesis.check
-def envelope(response, case):
+def envelope(ctx, response, case):
     """Every JSON answer is the spec's envelope: success/data or success/error/code."""
     content_type = response.headers.get("Content-Type", "")
     if "application/json" not in content_type:
@@ -90,7 +93,7 @@ def _documented_codes(case, status):
 
 
 @schemathesis.check
-def documented_error(response, case):
+def documented_error(ctx, response, case):
     """A failure's code is a contract code, documented by the operation, with its status."""
     if response.status_code < 400:
         return None
@@ -104,19 +107,19 @@ def documented_error(response, case):
     assert code in ALLOWED_CODES, f"error code {code!r} is not one CONTRACT.md allows"
     responses = case.operation.definition.raw.get("responses", {})
     assert str(status) in responses or "default" in responses, (
-        f"status {status} is not documented for {case.operation.verbose_name}"
+        f"status {status} is not documented for {case.operation.label}"
     )
     documented = _documented_codes(case, status)
     if documented is not None:
         assert code in documented, (
-            f"error code {code!r} (status {status}) is not documented for {case.operation.verbose_name}"
+            f"error code {code!r} (status {status}) is not documented for {case.operation.label}"
         )
     assert status in CODE_STATUSES[code], f"error code {code!r} answered with status {status}"
     return None
 
 
 @schemathesis.check
-def no_server_error(response, case):
+def no_server_error(ctx, response, case):
     """A 5xx for client input is a bug."""
     assert response.status_code < 500, f"server error {response.status_code}"
     return None
@@ -148,31 +151,40 @@ def _no_endless_stream(case):
         case.query = {**case.query, "stream": "false"}
 
 
-@schemathesis.hook
-def before_call(context, case):
+@schemathesis.auth(refresh_interval=None)
+class FuzzCredentials:
     """The API key for /api/v1 (developer API), the JWT everywhere else.
 
     schemathesis generates an Authorization header for most cases; 1 in 4 of
     those is kept (header parsing is fuzzed too: a junk credential must get a
-    401 in the envelope), the others get the valid credential, marked as
-    explicit auth so the ignored_auth check then retries without it and with
-    an invalid one and expects 401 (a generated one that gets a 2xx is a finding).
+    401 in the envelope), the others get the valid credential. schemathesis
+    marks a case it set credentials on as explicitly authenticated, so the
+    ignored_auth check retries it without them and with invalid ones and
+    expects 401, and checks that remove the header get no credential back.
     """
+
+    def get(self, case, context):
+        generated = (case.headers or {}).get("Authorization")
+        if generated is not None and zlib.crc32(str(generated).encode()) % 4 == 0:
+            return None
+        return os.environ["FUZZ_API_KEY"] if case.path.startswith("/api/v1") else os.environ["FUZZ_JWT"]
+
+    def set(self, case, token, context):
+        case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    """Seeded ids in paths, and no endless log stream (see above)."""
     _seeded_path_ids(case)
     _no_endless_stream(case)
-    generated = (case.headers or {}).get("Authorization")
-    if generated is not None and zlib.crc32(str(generated).encode()) % 4 == 0:
-        return
-
-    token = os.environ["FUZZ_API_KEY"] if case.path.startswith("/api/v1") else os.environ["FUZZ_JWT"]
-    case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
-    case._has_explicit_auth = True
 
 
 @schemathesis.hook
 def after_call(context, case, response):
     """One line per request (status, method, path) for the run's figures."""
     log = os.environ.get("FUZZ_REQUEST_LOG")
-    if log:
+    # Only the operation's own method: checks also send others (unsupported_method).
+    if log and case.method.upper() == case.operation.method.upper():
         with open(log, "a", encoding="utf-8") as out:
             out.write(f"{response.status_code} {case.method} {case.path}\n")
