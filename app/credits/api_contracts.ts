@@ -1,8 +1,8 @@
 /** What the credits routes take and answer (the source of their part of /openapi.json). */
 import { t } from '#core/openapi/shapes'
 import { defineContracts } from '#core/openapi/contracts'
-import { grantValidator } from '#console/validators/console_validators'
-import { historyValidator } from '#credits/validators/credits_validators'
+import { ForbiddenException, NotFoundException } from '#core/exceptions/api_exceptions'
+import { grantValidator, historyValidator } from '#credits/validators/credits_validators'
 
 export default defineContracts({
   'aiCredits.balance': {
@@ -26,14 +26,14 @@ export default defineContracts({
       200: t.object({
         usage: t.array(
           t.object({
-            id: t.string(),
+            id: t.uuid(),
             kind: t.string(),
-            provider: t.string(),
-            model: t.string(),
+            provider: t.nullable(t.string()),
+            model: t.nullable(t.string()),
             credits: t.integer(),
-            inputTokens: t.integer(),
-            outputTokens: t.integer(),
-            reason: t.unknown(),
+            inputTokens: t.nullable(t.integer()),
+            outputTokens: t.nullable(t.integer()),
+            reason: t.nullable(t.string()),
             createdAt: t.dateTime(),
           })
         ),
@@ -56,5 +56,6 @@ export default defineContracts({
         createdAt: t.dateTime(),
       }),
     },
+    errors: [ForbiddenException, NotFoundException],
   },
 })

@@ -1,6 +1,13 @@
 /** What the identity routes take and answer (the source of their part of /openapi.json). */
-import { t } from '#core/openapi/shapes'
+import { envelopeSchema, t } from '#core/openapi/shapes'
 import { defineContracts } from '#core/openapi/contracts'
+import {
+  AuthRequiredException,
+  EmailNotVerifiedException,
+  ForbiddenException,
+  GoneException,
+  RateLimitExceededException,
+} from '#core/exceptions/api_exceptions'
 import {
   apiKeyValidator,
   changePasswordValidator,
@@ -17,7 +24,7 @@ export default defineContracts({
   'auth.register': {
     summary: 'Create an account',
     description:
-      'Sends a verification link by e-mail. The answer is the same whether or not the address could be registered. A taken username is 409.',
+      'Sends a verification link by e-mail. The answer is the same whether or not the address could be registered. A taken username is 400 naming username. Sign-ups per client address are limited per day (429).',
     body: registerValidator,
     responses: {
       200: t.object({
@@ -26,16 +33,22 @@ export default defineContracts({
         message: t.string(),
       }),
     },
+    errors: [RateLimitExceededException],
   },
   'auth.verifyEmail': {
     summary: 'Verify an e-mail address',
     description:
-      'The link from the verification mail (single use, 24 hours). Answers a small HTML page to browsers, the envelope to JSON clients.',
+      'The link from the verification mail (single use, 24 hours); 400 for an invalid or expired link. Answers a small HTML page to browsers, the envelope to JSON clients.',
     responses: {
-      200: t.object({
-        verified: t.boolean(),
-        message: t.string(),
-      }),
+      200: {
+        description: 'Verified: the envelope, or a small HTML page for a browser',
+        content: {
+          'application/json': envelopeSchema(
+            t.object({ verified: t.literal(true), message: t.string() })
+          ),
+          'text/html': { type: 'string' },
+        },
+      },
     },
   },
   'auth.resendVerification': {
@@ -49,6 +62,7 @@ export default defineContracts({
         message: t.string(),
       }),
     },
+    errors: [RateLimitExceededException],
   },
   'auth.login': {
     summary: 'Sign in',
@@ -61,13 +75,14 @@ export default defineContracts({
         refreshToken: t.string(),
         expiresIn: t.string(),
         user: t.object({
-          id: t.string(),
+          id: t.uuid(),
           email: t.string(),
           username: t.string(),
           tier: t.string(),
         }),
       }),
     },
+    errors: [AuthRequiredException, EmailNotVerifiedException, ForbiddenException, RateLimitExceededException],
   },
   'auth.password.forgot': {
     summary: 'Ask for a password reset link',
@@ -79,6 +94,7 @@ export default defineContracts({
         sent: t.boolean(),
       }),
     },
+    errors: [RateLimitExceededException],
   },
   'auth.password.reset': {
     summary: "Choose a new password with a reset link's token",
@@ -103,6 +119,7 @@ export default defineContracts({
         expiresIn: t.string(),
       }),
     },
+    errors: [AuthRequiredException, ForbiddenException],
   },
   'auth.logout': {
     summary: 'Sign out',
@@ -125,6 +142,7 @@ export default defineContracts({
         content: { 'application/zip': { type: 'string', format: 'binary' } },
       },
     },
+    errors: [AuthRequiredException, ForbiddenException, GoneException],
   },
   'auth.apiKeys.store': {
     summary: 'Create an API key',
@@ -132,13 +150,14 @@ export default defineContracts({
     body: apiKeyValidator,
     responses: {
       201: t.object({
-        id: t.string(),
+        id: t.uuid(),
         label: t.string(),
         key: t.string(),
         prefix: t.string(),
         createdAt: t.dateTime(),
       }),
     },
+    errors: [EmailNotVerifiedException],
   },
   'auth.password.change': {
     summary: 'Change the password',
@@ -160,11 +179,11 @@ export default defineContracts({
       200: t.object({
         apiKeys: t.array(
           t.object({
-            id: t.string(),
+            id: t.uuid(),
             label: t.string(),
             prefix: t.string(),
             createdAt: t.dateTime(),
-            lastUsedAt: t.unknown(),
+            lastUsedAt: t.nullable(t.dateTime()),
           })
         ),
       }),
@@ -176,7 +195,7 @@ export default defineContracts({
     responses: {
       200: t.object({
         id: t.string(),
-        revoked: t.boolean(),
+        revoked: t.literal(true),
       }),
     },
   },
@@ -210,27 +229,29 @@ export default defineContracts({
   'auth.exportData': {
     summary: 'Export my data',
     description:
-      'Prepares a ZIP (profile, API keys without secrets, notifications, tickets, AI Credit ledger, agents, conversations, configurations with secrets masked, payments) and e-mails a signed download link valid 7 days. One export at a time (409 while one is in progress).',
+      'Prepares a ZIP (profile, API keys without secrets, notifications, tickets, AI Credit ledger, agents, conversations, configurations with secrets masked, payments) and e-mails a signed download link valid 7 days. One export at a time (a second request while one is in progress: 429).',
     responses: {
       200: t.object({
         status: t.string(),
         message: t.string(),
       }),
     },
+    errors: [RateLimitExceededException],
   },
   'api.v1.me': {
     summary: 'My profile',
     description: 'API key. `platformCredits` is a legacy field, always 0.',
     responses: {
       200: t.object({
-        id: t.string(),
-        walletAddress: t.unknown(),
+        id: t.uuid(),
+        walletAddress: t.nullable(t.string()),
         referralCode: t.string(),
         platformCredits: t.integer(),
         aiCreditsBalance: t.integer(),
         createdAt: t.dateTime(),
       }),
     },
+    errors: [RateLimitExceededException],
   },
   'api.v1.usage': {
     summary: 'Requests used today',
@@ -243,5 +264,6 @@ export default defineContracts({
         resetAt: t.dateTime(),
       }),
     },
+    errors: [RateLimitExceededException],
   },
 })

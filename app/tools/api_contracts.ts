@@ -2,10 +2,26 @@
 import { t } from '#core/openapi/shapes'
 import { defineContracts } from '#core/openapi/contracts'
 import {
+  AgentNotRunningException,
+  ForbiddenException,
+  InsufficientCreditsException,
+  RateLimitExceededException,
+  ServiceUnavailableException,
+} from '#core/exceptions/api_exceptions'
+import {
+  SOLANA_ADDRESS_SCHEMA,
   researchValidator,
   scanTokenValidator,
   walletWatchValidator,
 } from '#tools/validators/tool_validators'
+
+/** The daily allowance of the plan, AI Credits for the model's summary, the price feeds. */
+const toolFailures = [
+  ForbiddenException,
+  InsufficientCreditsException,
+  RateLimitExceededException,
+  ServiceUnavailableException,
+]
 
 export default defineContracts({
   'agents.tools.scanToken': {
@@ -13,24 +29,27 @@ export default defineContracts({
     description:
       'Reads the mint over Solana JSON-RPC (decimals, supply, authorities), its name and symbol from Metaplex metadata or the Token-2022 metadata extension, the USD price from TOKEN_PRICE_API_URL, and an AI risk analysis from the hosted model (metered in AI Credits). 400 for a mint that is not base58 of 32 bytes, 404 when no mint exists there, 429 after 10 scans a day per account, 503 when SOLANA_RPC_URL or TOKEN_PRICE_API_URL is unset. A mint scanned in the last minute is answered from cache (still one scan).',
     body: scanTokenValidator,
+    // The service checks the address (400 when it is not one).
+    bodyRules: { properties: { mintAddress: SOLANA_ADDRESS_SCHEMA } },
     responses: {
       200: t.object({
         mintAddress: t.string(),
-        name: t.string(),
-        symbol: t.string(),
+        name: t.nullable(t.string()),
+        symbol: t.nullable(t.string()),
         decimals: t.integer(),
-        price: t.number(),
-        marketCap: t.integer(),
+        price: t.nullable(t.number()),
+        marketCap: t.nullable(t.number()),
         aiSummary: t.string(),
         scannedAt: t.dateTime(),
         supply: t.string(),
         priceAvailable: t.boolean(),
-        mintAuthority: t.string(),
-        freezeAuthority: t.string(),
+        mintAuthority: t.nullable(t.string()),
+        freezeAuthority: t.nullable(t.string()),
         tokenProgram: t.string(),
         model: t.string(),
       }),
     },
+    errors: toolFailures,
   },
   'agents.tools.research': {
     summary: 'Research a question',
@@ -45,6 +64,7 @@ export default defineContracts({
         completedAt: t.dateTime(),
       }),
     },
+    errors: [...toolFailures, AgentNotRunningException],
   },
   'agents.tools.walletWatch': {
     summary: 'Watched wallets',
@@ -55,10 +75,7 @@ export default defineContracts({
         watchedWallets: t.array(
           t.object({
             address: t.string(),
-            balance: t.object({
-              sol: t.number(),
-              usd: t.number(),
-            }),
+            balance: t.object({ sol: t.number(), usd: t.nullable(t.number()) }),
             transactions: t.array(
               t.object({
                 signature: t.string(),
@@ -71,16 +88,14 @@ export default defineContracts({
         ),
       }),
     },
+    errors: [ForbiddenException, ServiceUnavailableException],
   },
   'agents.tools.setWalletWatch': {
     summary: 'Set watched wallets',
     description:
       "Replaces the agent's watched wallets with 1 to 3 Solana addresses (duplicates counted once). 400 for anything else.",
     body: walletWatchValidator,
-    responses: {
-      200: t.object({
-        wallets: t.array(t.string()),
-      }),
-    },
+    responses: { 200: t.object({ wallets: t.array(t.string()) }) },
+    errors: [ForbiddenException],
   },
 })

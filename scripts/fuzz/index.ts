@@ -35,6 +35,8 @@ const USAGE = `npm run fuzz [-- options]
   --passes N     at most N passes (FUZZ_PASSES)
   --port N       port of the server the script starts (default 42710, FUZZ_PORT)
 
+FUZZ_ST_ARGS adds options to \`st run\` (e.g. '--include-path-regex ^/agents').
+
 schemathesis ${SCHEMATHESIS_VERSION} (installed into .venv-fuzz), every check, custom checks in
 scripts/fuzz/hooks.py; docs/hardening.md.`
 
@@ -52,6 +54,8 @@ const SECONDS = option('seconds', Number(process.env.FUZZ_SECONDS ?? 150))
 const EXAMPLES = option('examples', Number(process.env.FUZZ_MAX_EXAMPLES ?? 25))
 const PASSES = option('passes', Number(process.env.FUZZ_PASSES ?? Infinity))
 const PORT = option('port', Number(process.env.FUZZ_PORT ?? 42710))
+/** More `st run` options, e.g. `FUZZ_ST_ARGS='--include-path-regex ^/agents'` to fuzz a few routes. */
+const EXTRA_ST_ARGS = (process.env.FUZZ_ST_ARGS ?? '').split(' ').filter(Boolean)
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const BASE = `http://127.0.0.1:${PORT}`
 const VENV = join(ROOT, '.venv-fuzz')
@@ -147,6 +151,7 @@ async function pass(st: string, env: NodeJS.ProcessEnv, seed: number, deadline: 
       `--report-json-path=${reportPath}`,
       '--generation-database=none',
       '--no-color',
+      ...EXTRA_ST_ARGS,
     ],
     { stdio: ['ignore', 'pipe', 'inherit'], env }
   )
@@ -282,6 +287,7 @@ try {
   console.log(
     `  duration: ${fuzzStarted ? Math.round((Date.now() - fuzzStarted) / 1000) : 0} s of fuzzing in ${passes.length} pass(es), ${Math.round((Date.now() - started) / 1000)} s in all`
   )
+  if (process.env.FUZZ_KEEP_LOG) spawnSync('cp', [requestLog, process.env.FUZZ_KEEP_LOG])
   rmSync(storage, { recursive: true, force: true })
   await Promise.all([payments.close(), tokenPrices.close()])
 }

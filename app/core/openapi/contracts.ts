@@ -30,9 +30,11 @@ export interface RouteContract {
   body?: InputValidator | Shape
   /**
    * Rules on the body the validator does not state (checked in code): JSON
-   * Schema keywords added beside the validator's schema, e.g. `oneOf`.
+   * Schema keywords added to the validator's schema (`properties` are merged
+   * field by field), e.g. `oneOf`; a function when they depend on what is
+   * installed (called when the document is built).
    */
-  bodyRules?: JsonSchema
+  bodyRules?: JsonSchema | (() => JsonSchema | Promise<JsonSchema>)
   /** The validator the handler runs on the query string. */
   query?: InputValidator
   /** Descriptions of path and query parameters, by name. */

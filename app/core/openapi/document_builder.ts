@@ -6,7 +6,7 @@ import {
   AuthRequiredException,
 } from '#core/exceptions/api_exceptions'
 import type { ApiExceptionClass, RouteContract, SuccessResponse } from '#core/openapi/contracts'
-import { inputSchema, parameterSchema, type InputValidator } from '#core/openapi/request_schema'
+import { gatedSchema, inputSchema, type InputValidator } from '#core/openapi/request_schema'
 import { BEARER_SCHEME, credentialNeed, securityFor } from '#core/openapi/route_security'
 import { envelopeSchema, namedSchemas, type JsonSchema, type Shape } from '#core/openapi/shapes'
 
@@ -65,6 +65,26 @@ const STATUS_TEXT: Record<number, string> = {
   503: 'A dependency is unavailable',
 }
 
+/** The validator's schema with a contract's extra rules: `properties` field by field, the rest as given. */
+function withBodyRules(schema: JsonSchema, rules: JsonSchema): JsonSchema {
+  const { properties, ...rest } = rules
+  const merged: JsonSchema = { ...schema, ...rest }
+  if (properties) {
+    merged.properties = { ...schema.properties }
+    for (const [name, rule] of Object.entries<JsonSchema>(properties)) {
+      const field: JsonSchema = { ...schema.properties?.[name], ...rule }
+      // Both say a pattern: the value must match both.
+      const before = schema.properties?.[name]?.pattern
+      if (before && rule.pattern && before !== rule.pattern) {
+        field.allOf = [...(field.allOf ?? []), { pattern: before }, { pattern: rule.pattern }]
+        delete field.pattern
+      }
+      merged.properties[name] = field
+    }
+  }
+  return merged
+}
+
 /** Status and envelope code of an exception class. */
 function failureOf(exception: ApiExceptionClass): { status: number; code: string } {
   return { status: exception.status, code: new exception().apiCode }
@@ -87,14 +107,14 @@ export class DocumentBuilder {
     this.#input = input
   }
 
-  build(): BuildResult {
+  async build(): Promise<BuildResult> {
     const paths: Record<string, Record<string, JsonSchema>> = {}
     for (const route of this.#input.routes) {
       const path = openApiPath(route.pattern)
       for (const method of route.methods.map((m) => m.toLowerCase())) {
         if (method === 'head') continue
         paths[path] = paths[path] ?? {}
-        paths[path][method] = this.#operation(route, path, method)
+        paths[path][method] = await this.#operation(route, path, method)
       }
     }
 
@@ -139,14 +159,14 @@ export class DocumentBuilder {
     }
   }
 
-  #operation(route: RouteJSON, path: string, method: string): JsonSchema {
+  async #operation(route: RouteJSON, path: string, method: string): Promise<JsonSchema> {
     const contract = this.#input.contractOf(route.name)
     if (!contract) {
       this.#warnings.push(`OpenAPI: no contract for route ${route.name ?? route.pattern}`)
     }
     const need = credentialNeed(route)
     const parameters = this.#parameters(route, contract)
-    const requestBody = BODY_METHODS.has(method) ? this.#requestBody(contract) : undefined
+    const requestBody = BODY_METHODS.has(method) ? await this.#requestBody(contract) : undefined
 
     const op: JsonSchema = {
       summary: contract?.summary ?? `${method.toUpperCase()} ${path}`,
@@ -195,7 +215,7 @@ export class DocumentBuilder {
       const matcher = route.matchers?.[name]?.match
       const schema = matcher
         ? { type: 'string', pattern: matcher.source }
-        : parameterSchema({ type: 'string' }, 'path')
+        : gatedSchema({ type: 'string' }, 'path')
       parameters.push({
         in: 'path',
         name,
@@ -220,12 +240,14 @@ export class DocumentBuilder {
     return parameters
   }
 
-  #requestBody(contract: RouteContract | undefined): JsonSchema | undefined {
+  async #requestBody(contract: RouteContract | undefined): Promise<JsonSchema | undefined> {
     if (!contract?.body) return undefined
     const schema = isValidator(contract.body)
       ? inputSchema(contract.body, 'body')
-      : contract.body.schema
-    const withRules = contract.bodyRules ? { ...schema, ...contract.bodyRules } : schema
+      : gatedSchema(contract.body.schema, 'body')
+    const rules =
+      typeof contract.bodyRules === 'function' ? await contract.bodyRules() : contract.bodyRules
+    const withRules = rules ? withBodyRules(schema, rules) : schema
     return {
       // A body whose fields are all optional may be left out.
       required: Array.isArray(schema.required) && schema.required.length > 0,

@@ -75,7 +75,7 @@ export class OpenApiService {
 
   async #build(): Promise<string> {
     const started = performance.now()
-    const { document, warnings } = new DocumentBuilder({
+    const { document, warnings } = await new DocumentBuilder({
       routes: this.documentedRoutes(),
       contractOf: (name) => apiContracts.get(name),
       info: this.#info(fileURLToPath(app.appRoot)),

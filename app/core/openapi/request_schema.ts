@@ -4,7 +4,7 @@ import {
   CONTROL_BUT_WHITESPACE,
   IDENTIFIER_FIELDS,
 } from '#core/http/input_gate_middleware'
-import type { JsonSchema } from '#core/openapi/shapes'
+import { t, type JsonSchema } from '#core/openapi/shapes'
 
 /** A VineJS validator (what `request.validateUsing` takes): it describes itself as JSON Schema. */
 export interface InputValidator {
@@ -36,6 +36,31 @@ function classBody(pattern: RegExp): string {
   return pattern.source.slice(1, -1)
 }
 
+/** Text without the characters the gate refuses (strict: no tab or line break either). */
+function gatePattern(strict: boolean): string {
+  return `^[^${classBody(strict ? ANY_CONTROL : CONTROL_BUT_WHITESPACE)}]*$`
+}
+
+/**
+ * Any JSON value the input gate lets through: what a field VineJS does not
+ * know may hold (it is dropped, not refused), and what free-form objects hold.
+ */
+const gatedJson = t.named('GatedJsonValue', {
+  schema: {
+    description: 'Any JSON value without control characters in its strings and keys',
+    anyOf: [
+      { type: 'string', pattern: gatePattern(false) },
+      { type: ['number', 'boolean', 'null'] },
+      { type: 'array', items: { $ref: '#/components/schemas/GatedJsonValue' } },
+      {
+        type: 'object',
+        propertyNames: { pattern: gatePattern(true) },
+        additionalProperties: { $ref: '#/components/schemas/GatedJsonValue' },
+      },
+    ],
+  },
+})
+
 function repeat(atom: string, min: number, max: number | undefined): string {
   if (max === undefined) return min === 0 ? `${atom}*` : `${atom}{${min},}`
   return `${atom}{${min},${max}}`
@@ -53,7 +78,7 @@ function gateString(schema: JsonSchema, strict: boolean): JsonSchema {
   if (schema.enum || schema.const !== undefined || schema.format) return schema
   const forbidden = classBody(strict ? ANY_CONTROL : CONTROL_BUT_WHITESPACE)
   const any = `[^${forbidden}]`
-  let pattern = `^${any}*$`
+  let pattern = gatePattern(strict)
   if (trimmed) {
     const space = `[^\\S${forbidden}]`
     const solid = `[^\\s${forbidden}]`
@@ -78,42 +103,68 @@ function gateString(schema: JsonSchema, strict: boolean): JsonSchema {
   return { ...schema, pattern }
 }
 
+/** A schema that also allows null. */
+function orNull(schema: JsonSchema): JsonSchema {
+  if (typeof schema.type === 'string') return { ...schema, type: [schema.type, 'null'] }
+  if (Array.isArray(schema.type)) {
+    return schema.type.includes('null') ? schema : { ...schema, type: [...schema.type, 'null'] }
+  }
+  if (Array.isArray(schema.enum)) {
+    return schema.enum.includes(null) ? schema : { ...schema, enum: [...schema.enum, null] }
+  }
+  return { anyOf: [schema, { type: 'null' }] }
+}
+
 /**
  * Rewrites a VineJS JSON Schema into what the route really accepts:
- * - objects do not refuse unknown properties (VineJS drops them), so
- *   `additionalProperties: false` goes; free-form objects say the gate's rule
- *   on their keys;
+ * - objects do not refuse unknown properties (VineJS drops them): any
+ *   gated JSON may stand there, under keys the gate lets through;
+ * - an optional field may also be null (VineJS reads null as absent);
  * - strings carry the gate's pattern (and trimmed lengths, see gateString).
  */
-function describeAccepted(node: JsonSchema, location: InputLocation, key: string): JsonSchema {
+function describeAccepted(
+  node: JsonSchema,
+  location: InputLocation,
+  key: string,
+  vineOptional = true
+): JsonSchema {
   if (typeof node !== 'object' || node === null) return node
   const out: JsonSchema = { ...node }
   for (const combiner of ['anyOf', 'oneOf', 'allOf'] as const) {
     if (Array.isArray(out[combiner])) {
-      out[combiner] = out[combiner].map((item: JsonSchema) => describeAccepted(item, location, key))
+      out[combiner] = out[combiner].map((item: JsonSchema) =>
+        describeAccepted(item, location, key, vineOptional)
+      )
     }
   }
   const types: string[] = Array.isArray(out.type) ? out.type : out.type ? [out.type] : []
   if (out.properties) {
+    const required = new Set<string>(out.required ?? [])
     out.properties = Object.fromEntries(
-      Object.entries<JsonSchema>(out.properties).map(([name, value]) => [
-        name,
-        describeAccepted(value, location, name),
-      ])
+      Object.entries<JsonSchema>(out.properties).map(([name, value]) => {
+        const described = describeAccepted(value, location, name, vineOptional)
+        // A query string has no null to send.
+        const nullable = vineOptional && location === 'body' && !required.has(name)
+        return [name, nullable ? orNull(described) : described]
+      })
     )
   }
   if (types.includes('object')) {
-    if (out.additionalProperties === false) delete out.additionalProperties
-    else if (typeof out.additionalProperties === 'object') {
-      out.additionalProperties = describeAccepted(out.additionalProperties, location, key)
+    if (typeof out.additionalProperties === 'object') {
+      out.additionalProperties = describeAccepted(
+        out.additionalProperties,
+        location,
+        key,
+        vineOptional
+      )
+    } else {
+      out.additionalProperties = gatedJson.schema
     }
-    if (out.additionalProperties !== undefined || !out.properties) {
-      out.propertyNames = { pattern: `^[^${classBody(ANY_CONTROL)}]*$` }
-    }
+    out.propertyNames = { pattern: gatePattern(true) }
     if (Array.isArray(out.required) && out.required.length === 0) delete out.required
   }
   if (types.includes('array') && out.items) {
-    out.items = describeAccepted(out.items, location, key)
+    out.items = describeAccepted(out.items, location, key, vineOptional)
   }
   if (types.includes('string')) {
     return gateString(out, location !== 'body' || IDENTIFIER_FIELDS.has(key))
@@ -134,7 +185,10 @@ export function inputSchema(validator: InputValidator, location: InputLocation):
   return describeAccepted(schema, location, '')
 }
 
-/** A path or query string parameter of type string, as the gate lets it through. */
-export function parameterSchema(schema: JsonSchema, location: InputLocation): JsonSchema {
-  return describeAccepted(schema, location, '')
+/**
+ * A schema written by hand (a path parameter, a body no validator checks),
+ * as the input gate lets it through: the gate's patterns, unknown keys.
+ */
+export function gatedSchema(schema: JsonSchema, location: InputLocation): JsonSchema {
+  return describeAccepted(schema, location, '', false)
 }

@@ -20,6 +20,9 @@ export interface OptionalShape<T = unknown> extends Shape<T | undefined> {
 
 export type Infer<S> = S extends Shape<infer T> ? T : never
 
+/** What an async service function answers: `describes<Answer<typeof fn>>()(shape)`. */
+export type Answer<F extends (...args: any[]) => unknown> = Awaited<ReturnType<F>>
+
 type Fields = Record<string, Shape<any>>
 type OptionalKeys<F extends Fields> = {
   [K in keyof F]: F[K] extends OptionalShape<any> ? K : never
@@ -74,13 +77,15 @@ export const t = {
   record: <T>(values: Shape<T>) =>
     shape<Record<string, T>>({ type: 'object', additionalProperties: values.schema }),
   /** Any JSON object (contents decided elsewhere, e.g. by a framework plugin). */
-  anyObject: () => shape<Record<string, unknown>>({ type: 'object' }),
+  anyObject: (extra: JsonSchema = {}) =>
+    shape<Record<string, unknown>>({ type: 'object', ...extra }),
   /** Any JSON value. */
   unknown: () => shape<unknown>({}),
   nullable: <T>(inner: Shape<T>) => shape<T | null>(withNull(inner.schema)),
   optional: <T>(inner: Shape<T>): OptionalShape<T> => ({ schema: inner.schema, optional: true }),
-  oneOf: <S extends Shape<any>[]>(...shapes: S) =>
-    shape<Infer<S[number]>>({ oneOf: shapes.map((s) => s.schema) }),
+  /** A value of any of these shapes (one may be a subset of another). */
+  anyOf: <S extends Shape<any>[]>(...shapes: S) =>
+    shape<Infer<S[number]>>({ anyOf: shapes.map((s) => s.schema) }),
   /** A shape published once under `name` in components.schemas and referred to by `$ref`. */
   named: <T>(name: string, inner: Shape<T>): Shape<T> => {
     if (namedSchemas.has(name)) throw new Error(`OpenAPI: two shapes are named "${name}"`)
@@ -96,4 +101,15 @@ export function envelopeSchema(data: Shape): JsonSchema {
     required: ['success', 'data'],
     properties: { success: { const: true }, data: data.schema },
   }
+}
+
+/**
+ * Compile-time check that a presenter's type fits the shape documented for
+ * it: `describes<PaymentView>()(t.object({...}))` fails to compile when a
+ * field's type or presence disagrees.
+ */
+export function describes<T>() {
+  return <S extends Shape<any>>(
+    shape: S & ([T] extends [Infer<S>] ? unknown : { mismatch: [T, Infer<S>] })
+  ): S => shape
 }
