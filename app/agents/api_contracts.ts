@@ -1,6 +1,6 @@
 /** What the agents routes take and answer (the source of their part of /openapi.json). */
 import app from '@adonisjs/core/services/app'
-import { t } from '#core/openapi/shapes'
+import { sseEventSchema, t } from '#core/openapi/shapes'
 import { defineContracts, type RouteContract } from '#core/openapi/contracts'
 import {
   AgentNotRunningException,
@@ -50,7 +50,6 @@ const snapshotEntry = t.named('ConfigSnapshot', t.object({ id: t.uuid(), ...vers
 
 /** The framework plugin checks the config (its own keys; `channels` for the channel plugins). */
 const agentConfig = {
-  type: 'object',
   description:
     'Checked by the framework plugin (personality, instructions, provider, model, apiKey; channels for the channel plugins); other keys are kept.',
 }
@@ -166,7 +165,7 @@ export default defineContracts({
           'The last `tail` lines as plain text; with stream=true a live event stream, one `data:` event per line',
         content: {
           'text/plain': { type: 'string' },
-          'text/event-stream': { type: 'string' },
+          'text/event-stream': sseEventSchema('One log line'),
         },
       },
     },

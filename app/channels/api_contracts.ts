@@ -19,6 +19,17 @@ const installedChannel = () => ({
   properties: { channel: { enum: installedChannels().map((channel) => channel.name) } },
 })
 
+/** Only the channels that connect by pairing (a QR code) can be paired. */
+const pairingChannel = () => ({
+  properties: {
+    channel: {
+      enum: installedChannels()
+        .filter((channel) => channel.connectsBy === 'pairing')
+        .map((channel) => channel.name),
+    },
+  },
+})
+
 const channelStatusEntry = t.object({
   connected: t.boolean(),
   state: t.enum(['disconnected', 'connecting', 'connected', 'qr_pending', 'error', 'logged_out']),
@@ -31,7 +42,7 @@ export default defineContracts({
     description:
       'Starts a WhatsApp Web multi-device session and answers its first QR code as a data:image/png;base64 URL, valid about 60 s; scanning it in WhatsApp (Linked devices) links the agent. The raw QR text is not answered: the image is what a page shows. 400 for an unknown channel or one that connects with credentials in config.channels; 409 AGENT_NOT_RUNNING when the agent is stopped, paused or in error.',
     body: channelNameValidator,
-    bodyRules: installedChannel,
+    bodyRules: pairingChannel,
     responses: {
       200: describes<Answer<typeof pairChannel>>()(
         t.object({ qrCode: t.string(), expiresIn: t.integer() })

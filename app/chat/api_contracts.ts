@@ -1,5 +1,5 @@
 /** What the chat routes take and answer (the source of their part of /openapi.json). */
-import { t } from '#core/openapi/shapes'
+import { sseEventSchema, t } from '#core/openapi/shapes'
 import { defineContracts } from '#core/openapi/contracts'
 import {
   AgentNotRunningException,
@@ -42,7 +42,7 @@ export default defineContracts({
     description:
       'JWT. One reply from the hosted model for `systemPrompt` + `message`; nothing is stored; AI Credits are charged like any hosted call (402 at a balance of 0). Supports `Idempotency-Key`.',
     body: testChatValidator,
-    responses: { 200: t.object({ text: t.string(), model: t.string() }) },
+    responses: { 200: t.object({ text: t.string(), model: t.optional(t.string()) }) },
     errors: chatFailures,
   },
   'agents.chat.stream': {
@@ -55,7 +55,11 @@ export default defineContracts({
       200: {
         description:
           'Server-sent events: `data: {"token": "..."}` per chunk, then `data: [DONE]` (an error after the start: `data: {"error": "..."}`, then `data: [DONE]`)',
-        content: { 'text/event-stream': { type: 'string' } },
+        content: {
+          'text/event-stream': sseEventSchema(
+            'JSON `{"token": "..."}` per chunk, `{"error": "..."}` after a failure, then `[DONE]`'
+          ),
+        },
       },
     },
   },
@@ -156,7 +160,7 @@ export default defineContracts({
             model: t.string(),
             choices: t.array(t.anyObject()),
           }).schema,
-          'text/event-stream': { type: 'string' },
+          'text/event-stream': sseEventSchema('An OpenAI chunk as JSON, then `[DONE]`'),
         },
       },
     },

@@ -139,7 +139,11 @@ export default class InputGateMiddleware {
   async handle(ctx: HttpContext, next: NextFn) {
     inspectInput(ctx.params, '', true)
     inspectInput(ctx.request.qs(), '', true)
-    inspectInput(ctx.request.body(), '', false)
+    const body = ctx.request.body()
+    // Every route takes an object; an array would be read as one keyed "0", "1"... and a
+    // route whose fields are all optional accepted it.
+    if (Array.isArray(body)) throw new ValidationException('The request body must be a JSON object')
+    inspectInput(body, '', false)
     return next()
   }
 }

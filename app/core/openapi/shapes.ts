@@ -94,6 +94,23 @@ export const t = {
   },
 }
 
+/**
+ * One server-sent event as schemathesis and OpenAPI 3.1 read a
+ * `text/event-stream` schema: each event, not the stream as a whole.
+ */
+export function sseEventSchema(data: string): JsonSchema {
+  return {
+    type: 'object',
+    required: ['data'],
+    properties: {
+      event: { type: 'string' },
+      data: { type: 'string', description: data },
+      id: { type: 'string' },
+      retry: { type: 'integer' },
+    },
+  }
+}
+
 /** The success envelope `{ success: true, data }` around a shape. */
 export function envelopeSchema(data: Shape): JsonSchema {
   return {
