@@ -79,7 +79,7 @@ export default defineContracts({
   'features.index': {
     summary: 'Plans and add-ons',
     description:
-      'Public. The tier catalogue (keyed by tier key, in `tierOrder`), the add-ons and the Founding Member slots left. `dailyRequestLimit` is the tier\'s daily /api/v1 request limit.',
+      "Public. The tier catalogue (keyed by tier key, in `tierOrder`), the add-ons and the Founding Member slots left. `dailyRequestLimit` is the tier's daily /api/v1 request limit.",
     responses: {
       200: describes<Answer<typeof catalogue>>()(
         t.object({
@@ -100,7 +100,7 @@ export default defineContracts({
   'features.account': {
     summary: 'My plan and limits',
     description:
-      '`tier` is the tier in effect; `agentLimit` = the tier\'s included agents plus active add-on agents; `chatLimit` is the daily request limit, `searchLimit` the daily research allowance. `platformCredits` is legacy, always 0. `subscriptionExpiresAt` is null on the free tier and for lifetime plans.',
+      "`tier` is the tier in effect; `agentLimit` = the tier's included agents plus active add-on agents; `chatLimit` is the daily request limit, `searchLimit` the daily research allowance. `platformCredits` is legacy, always 0. `subscriptionExpiresAt` is null on the free tier and for lifetime plans.",
     responses: {
       200: describes<Answer<typeof accountFeatures>>()(
         t.object({
@@ -110,7 +110,11 @@ export default defineContracts({
           agentLimit: t.integer(),
           agentCount: t.integer(),
           platformCredits: t.integer({ description: 'Legacy, always 0' }),
-          aiCredits: t.object({ balance: t.integer(), monthlyGrant: t.integer(), tier: t.string() }),
+          aiCredits: t.object({
+            balance: t.integer(),
+            monthlyGrant: t.integer(),
+            tier: t.string(),
+          }),
           subscriptionExpiresAt: t.nullable(t.dateTime()),
           chatLimit: t.integer(),
           searchLimit: t.integer(),

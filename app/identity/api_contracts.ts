@@ -82,7 +82,12 @@ export default defineContracts({
         }),
       }),
     },
-    errors: [AuthRequiredException, EmailNotVerifiedException, ForbiddenException, RateLimitExceededException],
+    errors: [
+      AuthRequiredException,
+      EmailNotVerifiedException,
+      ForbiddenException,
+      RateLimitExceededException,
+    ],
   },
   'auth.password.forgot': {
     summary: 'Ask for a password reset link',

@@ -209,6 +209,8 @@ const server = spawn(process.execPath, ['--import', '@poppinss/ts-exec', 'bin/se
     PASSWORD_HASH_COST: '16384',
     ...payments.env,
     TOKEN_PRICE_API_URL: tokenPrices.url,
+    // Nothing may leave the machine: a WhatsApp session meets a closed local port.
+    WHATSAPP_WEB_URL: 'ws://127.0.0.1:1/ws/chat',
   },
   stdio: ['ignore', 'ignore', 'inherit'],
 })

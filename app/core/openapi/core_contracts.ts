@@ -43,7 +43,7 @@ export default defineContracts({
   'openapi.document': {
     summary: 'OpenAPI document',
     description:
-      'The machine-readable description of every route (OpenAPI 3.1), generated from the live router and each route\'s contract (its validators and answer shapes). Not wrapped in the envelope. No credential needed.',
+      "The machine-readable description of every route (OpenAPI 3.1), generated from the live router and each route's contract (its validators and answer shapes). Not wrapped in the envelope. No credential needed.",
     tag: 'docs',
     responses: {
       200: {

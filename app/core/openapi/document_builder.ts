@@ -85,6 +85,13 @@ function withBodyRules(schema: JsonSchema, rules: JsonSchema): JsonSchema {
   return merged
 }
 
+/** Whether a body schema needs at least one field (itself, or in every branch of a oneOf/anyOf). */
+function requiresFields(schema: JsonSchema): boolean {
+  if (Array.isArray(schema.required) && schema.required.length > 0) return true
+  const branches: JsonSchema[] | undefined = schema.oneOf ?? schema.anyOf
+  return Array.isArray(branches) && branches.length > 0 && branches.every(requiresFields)
+}
+
 /** Status and envelope code of an exception class. */
 function failureOf(exception: ApiExceptionClass): { status: number; code: string } {
   return { status: exception.status, code: new exception().apiCode }
@@ -250,7 +257,7 @@ export class DocumentBuilder {
     const withRules = rules ? withBodyRules(schema, rules) : schema
     return {
       // A body whose fields are all optional may be left out.
-      required: Array.isArray(schema.required) && schema.required.length > 0,
+      required: requiresFields(withRules),
       content: { 'application/json': { schema: withRules } },
     }
   }

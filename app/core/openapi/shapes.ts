@@ -127,6 +127,6 @@ export function envelopeSchema(data: Shape): JsonSchema {
  */
 export function describes<T>() {
   return <S extends Shape<any>>(
-    shape: S & ([T] extends [Infer<S>] ? unknown : { mismatch: [T, Infer<S>] })
-  ): S => shape
+    described: S & ([T] extends [Infer<S>] ? unknown : { mismatch: [T, Infer<S>] })
+  ): S => described
 }

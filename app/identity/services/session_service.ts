@@ -120,14 +120,18 @@ export async function authenticate(emailInput: string, password: string, ip: str
           requests: identityLimits.loginFailuresPerAddress,
           duration: LOGIN_WINDOW,
         })
-        const [throttled, checked] = await acrossClients.penalize(`login-address:${addressKey(email)}`, () =>
-          checkPassword(email, password)
+        const [throttled, checked] = await acrossClients.penalize(
+          `login-address:${addressKey(email)}`,
+          () => checkPassword(email, password)
         )
         if (throttled) throw tooManyFailures(throttled.response.availableIn)
         return checked
       }
   const [clientThrottled, user] = await perClient.penalize(`login-client:${ip}`, async () => {
-    const [throttled, checked] = await perAddress.penalize(`login:${addressKey(email)}:${ip}`, verify)
+    const [throttled, checked] = await perAddress.penalize(
+      `login:${addressKey(email)}:${ip}`,
+      verify
+    )
     if (throttled) throw tooManyFailures(throttled.response.availableIn)
     return checked
   })
