@@ -47,8 +47,19 @@ export const logsValidator = vine.create({
   token: vine.string().maxLength(512).optional(),
 })
 
+/**
+ * Says in the JSON Schema what the runtime's resolveWorkspacePath checks on a
+ * path (segments of at most 255 characters); it checks nothing itself, the
+ * runtime answers (400, or 403 for a path outside the workspace).
+ */
+const segmentsOfWorkspacePath = vine.createRule(() => {}, {
+  toJSONSchema: (schema) => {
+    schema.pattern = '^[^/\\\\]{0,255}(?:[/\\\\]+[^/\\\\]{0,255})*$'
+  },
+})
+
 /** Workspace paths; the runtime's resolveWorkspacePath decides what is allowed (403). */
-const path = () => vine.string().maxLength(4096)
+const path = () => vine.string().maxLength(4096).use(segmentsOfWorkspacePath())
 
 export const listFilesValidator = vine.create({ path: path().optional() })
 export const filePathValidator = vine.create({ path: path() })
