@@ -15,7 +15,7 @@
  * figures; exits non-zero on any finding.
  */
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -35,7 +35,8 @@ const USAGE = `npm run fuzz [-- options]
   --passes N     at most N passes (FUZZ_PASSES)
   --port N       port of the server the script starts (default 42710, FUZZ_PORT)
 
-FUZZ_ST_ARGS adds options to \`st run\` (e.g. '--include-path-regex ^/agents').
+FUZZ_ST_ARGS adds options to \`st run\` (e.g. '--include-path-regex ^/agents');
+FUZZ_KEEP_LOG=<file> keeps the request log (status, method, path, credential prefix).
 
 schemathesis ${SCHEMATHESIS_VERSION} (installed into .venv-fuzz), every check, custom checks in
 scripts/fuzz/hooks.py; docs/hardening.md.`
@@ -289,7 +290,9 @@ try {
   console.log(
     `  duration: ${fuzzStarted ? Math.round((Date.now() - fuzzStarted) / 1000) : 0} s of fuzzing in ${passes.length} pass(es), ${Math.round((Date.now() - started) / 1000)} s in all`
   )
-  if (process.env.FUZZ_KEEP_LOG) spawnSync('cp', [requestLog, process.env.FUZZ_KEEP_LOG])
+  if (process.env.FUZZ_KEEP_LOG && existsSync(requestLog)) {
+    copyFileSync(requestLog, process.env.FUZZ_KEEP_LOG)
+  }
   rmSync(storage, { recursive: true, force: true })
   await Promise.all([payments.close(), tokenPrices.close()])
 }
