@@ -121,8 +121,6 @@ const writeFile: RouteContract = {
   description:
     'PUT /agents/:id/container-files, or POST/PUT /agents/:id/container-files/write. Parent folders are created. At most 1,000,000 characters. A path naming no file (empty, only separators or dots) is 400; one outside the workspace 403.',
   body: writeFileValidator,
-  // Checked by the workspace (runtime/files): the path must name a file.
-  bodyRules: { properties: { path: { pattern: '[^\\s/\\\\.]' } } },
   responses: { 200: t.object({ path: t.string(), size: t.integer() }) },
   errors: [ForbiddenException, AgentNotRunningException],
 }

@@ -4,6 +4,7 @@ schemathesis 4 calls checks as `(ctx, response, case)` and `before_call` with th
 kwargs too; a check fails by raising AssertionError."""
 import json
 import os
+import uuid
 import zlib
 
 import schemathesis
@@ -147,22 +148,30 @@ def no_server_error(ctx, response, case):
 
 def _seeded_path_ids(case):
     """Every other case on a path with a seeded row uses that row's id (FUZZ_PATH_IDS), so
-    the routes answer from real state, not only 404 for a random id. Never for
-    DELETE of the seeded row itself: the rest of the run needs it."""
+    the routes answer from real state, not only 404 for a random id. The seeded rows are
+    never deleted: the rest of the run needs them (a DELETE of one, e.g. with an id the
+    stateful phase read from a list, goes to an id that does not exist)."""
     if not case.path_parameters:
+        return
+    seeded_rows = json.loads(os.environ.get("FUZZ_PATH_IDS", "[]"))
+    if case.method.upper() == "DELETE":
+        for seeded in seeded_rows:
+            if case.path == seeded["path"] and case.path_parameters.get(seeded["param"]) == seeded["value"]:
+                case.path_parameters = {**case.path_parameters, seeded["param"]: str(uuid.uuid4())}
         return
     # A negative case keeps its ids: swapping one in makes schemathesis re-judge the case, and
     # it then took a case still holding another invalid path parameter for a valid one.
     meta = getattr(case, "meta", None)
     if meta is not None and meta.generation.mode.is_negative:
         return
-    for seeded in json.loads(os.environ.get("FUZZ_PATH_IDS", "[]")):
-        if not case.path.startswith(seeded["path"]) or seeded["param"] not in case.path_parameters:
-            continue
-        if case.method.upper() == "DELETE" and case.path == seeded["path"]:
+    # An id the stateful phase took from an earlier answer (a link) stays: the checks follow it.
+    linked = getattr(getattr(case, "_override", None), "path_parameters", None) or {}
+    for seeded in seeded_rows:
+        param = seeded["param"]
+        if not case.path.startswith(seeded["path"]) or param not in case.path_parameters or param in linked:
             continue
         if zlib.crc32(repr(sorted(case.path_parameters.items())).encode()) % 2 == 0:
-            case.path_parameters = {**case.path_parameters, seeded["param"]: seeded["value"]}
+            case.path_parameters = {**case.path_parameters, param: seeded["value"]}
         return
 
 
@@ -216,4 +225,5 @@ def after_call(context, case, response):
     if log and case.method.upper() == case.operation.method.upper():
         with open(log, "a", encoding="utf-8") as out:
             auth = (response.request.headers.get("Authorization") or "")[:16]
-            out.write(f"{response.status_code} {case.method} {case.path} {auth}\n")
+            url = response.request.url or ""
+            out.write(f"{response.status_code} {case.method} {case.path} {auth} {url}\n")

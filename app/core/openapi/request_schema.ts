@@ -98,7 +98,8 @@ function gateString(schema: JsonSchema, strict: boolean): JsonSchema {
     pattern = `^${space}*${core}${space}*$`
   }
   if (schema.pattern) {
-    return { ...schema, pattern: undefined, allOf: [{ pattern: schema.pattern }, { pattern }] }
+    const { pattern: own, ...rest } = schema
+    return { ...rest, allOf: [...(schema.allOf ?? []), { pattern: own }, { pattern }] }
   }
   return { ...schema, pattern }
 }
