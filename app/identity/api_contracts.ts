@@ -1,5 +1,6 @@
 /** What the identity routes take and answer (the source of their part of /openapi.json). */
 import { envelopeSchema, t } from '#core/openapi/shapes'
+import { MAX_API_KEYS } from '#identity/services/api_key_service'
 import { defineContracts } from '#core/openapi/contracts'
 import {
   AuthRequiredException,
@@ -151,7 +152,7 @@ export default defineContracts({
   },
   'auth.apiKeys.store': {
     summary: 'Create an API key',
-    description: 'JWT; verified e-mail required. The full `key` is returned only here.',
+    description: `JWT; verified e-mail required. The full \`key\` is returned only here. An account holds at most ${MAX_API_KEYS} keys (400 beyond).`,
     body: apiKeyValidator,
     responses: {
       201: t.object({

@@ -241,7 +241,7 @@ try {
   const deadline = fuzzStarted + SECONDS * 1000
   while (Date.now() < deadline && passes.length < PASSES) {
     const seed = Math.floor(Math.random() * 2 ** 31)
-    console.log(`\nfuzz pass ${passes.length + 1}, --hypothesis-seed=${seed}`)
+    console.log(`\nfuzz pass ${passes.length + 1}, --seed=${seed}`)
     const result = await pass(st, env, seed, deadline)
     passes.push({ ...result, seed } as typeof result)
     if (result.code !== 0 && !(result.interrupted && result.failed + result.errored === 0)) break
