@@ -123,10 +123,15 @@ async function main() {
         await runtime.ensureStarted(specFor(agentId))
         await runtime.waitUntilReady(agentId, { timeoutMs: 300_000 })
         const answer = await runtime
-          .chat(agentId, { conversationId: 'bench', messages: [{ role: 'user', content: 'hello' }] })
+          .chat(agentId, {
+            conversationId: 'bench',
+            messages: [{ role: 'user', content: 'hello' }],
+          })
           .catch(async (error) => {
             // What the framework said is the only clue to a failed run: print its log's end.
-            const log = await readFile(agentPaths(agentsDir, agentId).logFile, 'utf8').catch(() => '')
+            const log = await readFile(agentPaths(agentsDir, agentId).logFile, 'utf8').catch(
+              () => ''
+            )
             console.error(`${mode}: the agent's log ends with:\n${log.slice(-6000)}`)
             throw error
           })

@@ -154,7 +154,8 @@ async function pass(st: string, env: NodeJS.ProcessEnv, seed: number, deadline: 
       '--no-color',
       ...EXTRA_ST_ARGS,
     ],
-    { stdio: ['ignore', 'pipe', 'inherit'], env }
+    // Its working folder is the run's storage: the crash files it keeps stay out of the checkout.
+    { stdio: ['ignore', 'pipe', 'inherit'], env, cwd: env.FUZZ_STORAGE }
   )
   run.stdout.on('data', (chunk: Buffer) => process.stdout.write(chunk))
   let interrupted = false
