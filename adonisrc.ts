@@ -48,6 +48,7 @@ export default defineConfig({
     () => import('#start/transmit'),
     () => import('#start/view'),
     () => import('#start/knowledge'),
+    { file: () => import('#start/openapi'), environment: ['web', 'test'] },
   ],
 
   tests: {

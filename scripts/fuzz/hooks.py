@@ -1,6 +1,10 @@
-"""Custom schemathesis checks for `npm run fuzz` (loaded via SCHEMATHESIS_HOOKS=hooks)."""
+"""Custom schemathesis 4 checks and hooks for `npm run fuzz` (loaded via SCHEMATHESIS_HOOKS=hooks).
+
+schemathesis 4 calls checks as `(ctx, response, case)` and `before_call` with the request
+kwargs too; a check fails by raising AssertionError."""
 import json
 import os
+import uuid
 import zlib
 
 import schemathesis
@@ -34,25 +38,6 @@ CODE_STATUSES = {
     "RATE_LIMIT_EXCEEDED": {429},
     "SERVER_ERROR": {500, 503},
 }
-
-
-@schemathesis.check
-def envelope(response, case):
-    """Every JSON answer is the spec's envelope: success/data or success/error/code."""
-    content_type = response.headers.get("Content-Type", "")
-    if "application/json" not in content_type:
-        return None
-    body = response.json()
-    if case.path == "/openapi.json":
-        return None
-    assert isinstance(body, dict), "JSON answer is not an object"
-    if body.get("success") is True:
-        assert "data" in body, "success envelope without data"
-    else:
-        assert body.get("success") is False, "answer without a boolean success field"
-        assert isinstance(body.get("error"), str), "failure envelope without an error message"
-        assert isinstance(body.get("code"), str), "failure envelope without a code"
-    return None
 
 
 def _resolve(schema, node):
@@ -89,12 +74,51 @@ def _documented_codes(case, status):
     return None
 
 
+def _content_type(response):
+    """schemathesis 4 keeps response headers with lowercase keys and list values."""
+    return ", ".join(response.headers.get("content-type", []))
+
+
+def _documents_envelope(case, status):
+    """Whether the operation's documented JSON answer for this status is the envelope
+    (the model proxy's success answers are OpenAI's, as its document says)."""
+    responses = case.operation.definition.raw.get("responses", {})
+    response = _resolve(case.operation.schema, responses.get(str(status)) or responses.get("default"))
+    if response is None:
+        return True
+    media = (response.get("content") or {}).get("application/json")
+    if media is None:
+        return True
+    body = _resolve(case.operation.schema, media.get("schema")) or {}
+    if "allOf" in body:
+        return True
+    return "success" in (body.get("properties") or {})
+
+
 @schemathesis.check
-def documented_error(response, case):
+def envelope(ctx, response, case):
+    """Every JSON answer is the spec's envelope: success/data or success/error/code."""
+    if "application/json" not in _content_type(response):
+        return None
+    if case.path == "/openapi.json" or not _documents_envelope(case, response.status_code):
+        return None
+    body = response.json()
+    assert isinstance(body, dict), "JSON answer is not an object"
+    if body.get("success") is True:
+        assert "data" in body, "success envelope without data"
+    else:
+        assert body.get("success") is False, "answer without a boolean success field"
+        assert isinstance(body.get("error"), str), "failure envelope without an error message"
+        assert isinstance(body.get("code"), str), "failure envelope without a code"
+    return None
+
+
+@schemathesis.check
+def documented_error(ctx, response, case):
     """A failure's code is a contract code, documented by the operation, with its status."""
     if response.status_code < 400:
         return None
-    if "application/json" not in response.headers.get("Content-Type", ""):
+    if "application/json" not in _content_type(response):
         return None
     body = response.json()
     if not isinstance(body, dict) or not isinstance(body.get("code"), str):
@@ -104,19 +128,19 @@ def documented_error(response, case):
     assert code in ALLOWED_CODES, f"error code {code!r} is not one CONTRACT.md allows"
     responses = case.operation.definition.raw.get("responses", {})
     assert str(status) in responses or "default" in responses, (
-        f"status {status} is not documented for {case.operation.verbose_name}"
+        f"status {status} is not documented for {case.operation.label}"
     )
     documented = _documented_codes(case, status)
     if documented is not None:
         assert code in documented, (
-            f"error code {code!r} (status {status}) is not documented for {case.operation.verbose_name}"
+            f"error code {code!r} (status {status}) is not documented for {case.operation.label}"
         )
     assert status in CODE_STATUSES[code], f"error code {code!r} answered with status {status}"
     return None
 
 
 @schemathesis.check
-def no_server_error(response, case):
+def no_server_error(ctx, response, case):
     """A 5xx for client input is a bug."""
     assert response.status_code < 500, f"server error {response.status_code}"
     return None
@@ -124,17 +148,30 @@ def no_server_error(response, case):
 
 def _seeded_path_ids(case):
     """Every other case on a path with a seeded row uses that row's id (FUZZ_PATH_IDS), so
-    the routes answer from real state, not only 404 for a random id. Never for
-    DELETE of the seeded row itself: the rest of the run needs it."""
+    the routes answer from real state, not only 404 for a random id. The seeded rows are
+    never deleted: the rest of the run needs them (a DELETE of one, e.g. with an id the
+    stateful phase read from a list, goes to an id that does not exist)."""
     if not case.path_parameters:
         return
-    for seeded in json.loads(os.environ.get("FUZZ_PATH_IDS", "[]")):
-        if not case.path.startswith(seeded["path"]) or seeded["param"] not in case.path_parameters:
-            continue
-        if case.method.upper() == "DELETE" and case.path == seeded["path"]:
+    seeded_rows = json.loads(os.environ.get("FUZZ_PATH_IDS", "[]"))
+    if case.method.upper() == "DELETE":
+        for seeded in seeded_rows:
+            if case.path == seeded["path"] and case.path_parameters.get(seeded["param"]) == seeded["value"]:
+                case.path_parameters = {**case.path_parameters, seeded["param"]: str(uuid.uuid4())}
+        return
+    # A negative case keeps its ids: swapping one in makes schemathesis re-judge the case, and
+    # it then took a case still holding another invalid path parameter for a valid one.
+    meta = getattr(case, "meta", None)
+    if meta is not None and meta.generation.mode.is_negative:
+        return
+    # An id the stateful phase took from an earlier answer (a link) stays: the checks follow it.
+    linked = getattr(getattr(case, "_override", None), "path_parameters", None) or {}
+    for seeded in seeded_rows:
+        param = seeded["param"]
+        if not case.path.startswith(seeded["path"]) or param not in case.path_parameters or param in linked:
             continue
         if zlib.crc32(repr(sorted(case.path_parameters.items())).encode()) % 2 == 0:
-            case.path_parameters = {**case.path_parameters, seeded["param"]: seeded["value"]}
+            case.path_parameters = {**case.path_parameters, param: seeded["value"]}
         return
 
 
@@ -148,31 +185,45 @@ def _no_endless_stream(case):
         case.query = {**case.query, "stream": "false"}
 
 
-@schemathesis.hook
-def before_call(context, case):
+@schemathesis.auth(refresh_interval=None)
+class FuzzCredentials:
     """The API key for /api/v1 (developer API), the JWT everywhere else.
 
     schemathesis generates an Authorization header for most cases; 1 in 4 of
     those is kept (header parsing is fuzzed too: a junk credential must get a
-    401 in the envelope), the others get the valid credential, marked as
-    explicit auth so the ignored_auth check then retries without it and with
-    an invalid one and expects 401 (a generated one that gets a 2xx is a finding).
+    401 in the envelope), the others get the valid credential. schemathesis
+    marks a case it set credentials on as explicitly authenticated, so the
+    ignored_auth check retries it without them and with invalid ones and
+    expects 401, and checks that remove the header get no credential back.
     """
+
+    def get(self, case, context):
+        # Signing out with the JWT ends every JWT of the account: the rest of the run would be 401.
+        if case.path == "/auth/logout":
+            return None
+        generated = (case.headers or {}).get("Authorization")
+        if generated is not None and zlib.crc32(str(generated).encode()) % 4 == 0:
+            return None
+        return os.environ["FUZZ_API_KEY"] if case.path.startswith("/api/v1") else os.environ["FUZZ_JWT"]
+
+    def set(self, case, token, context):
+        case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    """Seeded ids in paths, and no endless log stream (see above)."""
     _seeded_path_ids(case)
     _no_endless_stream(case)
-    generated = (case.headers or {}).get("Authorization")
-    if generated is not None and zlib.crc32(str(generated).encode()) % 4 == 0:
-        return
-
-    token = os.environ["FUZZ_API_KEY"] if case.path.startswith("/api/v1") else os.environ["FUZZ_JWT"]
-    case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
-    case._has_explicit_auth = True
 
 
 @schemathesis.hook
 def after_call(context, case, response):
     """One line per request (status, method, path) for the run's figures."""
     log = os.environ.get("FUZZ_REQUEST_LOG")
-    if log:
+    # Only the operation's own method: checks also send others (unsupported_method).
+    if log and case.method.upper() == case.operation.method.upper():
         with open(log, "a", encoding="utf-8") as out:
-            out.write(f"{response.status_code} {case.method} {case.path}\n")
+            auth = (response.request.headers.get("Authorization") or "")[:16]
+            url = response.request.url or ""
+            out.write(f"{response.status_code} {case.method} {case.path} {auth} {url}\n")

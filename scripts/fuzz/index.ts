@@ -15,7 +15,7 @@
  * figures; exits non-zero on any finding.
  */
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -24,8 +24,27 @@ import { startPaymentStandIns } from '#tests/helpers/solana/payment_stand_ins'
 import { TokenPriceServer } from '#tests/helpers/solana/token_price_server'
 import { seed as seedService } from './seed.js'
 
-// hypothesis pinned too: later releases dropped an internal schemathesis 3 uses.
-const SCHEMATHESIS = ['schemathesis==3.39.16', 'hypothesis==6.120.0']
+// Pinned (hypothesis too) so every run generates from the same library code.
+const SCHEMATHESIS_VERSION = '4.32.5'
+const SCHEMATHESIS = [`schemathesis==${SCHEMATHESIS_VERSION}`, 'hypothesis==6.170.17']
+
+const USAGE = `npm run fuzz [-- options]
+
+  --seconds N    fuzzing time (default 150, FUZZ_SECONDS): passes with new seeds until it is spent
+  --examples N   generated cases per operation and pass (default 25, FUZZ_MAX_EXAMPLES)
+  --passes N     at most N passes (FUZZ_PASSES)
+  --port N       port of the server the script starts (default 42710, FUZZ_PORT)
+
+FUZZ_ST_ARGS adds options to \`st run\` (e.g. '--include-path-regex ^/agents');
+FUZZ_KEEP_LOG=<file> keeps the request log (status, method, path, credential prefix).
+
+schemathesis ${SCHEMATHESIS_VERSION} (installed into .venv-fuzz), every check, custom checks in
+scripts/fuzz/hooks.py; docs/hardening.md.`
+
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  console.log(USAGE)
+  process.exit(0)
+}
 
 function option(name: string, fallback: number): number {
   const index = process.argv.indexOf(`--${name}`)
@@ -36,6 +55,8 @@ const SECONDS = option('seconds', Number(process.env.FUZZ_SECONDS ?? 150))
 const EXAMPLES = option('examples', Number(process.env.FUZZ_MAX_EXAMPLES ?? 25))
 const PASSES = option('passes', Number(process.env.FUZZ_PASSES ?? Infinity))
 const PORT = option('port', Number(process.env.FUZZ_PORT ?? 42710))
+/** More `st run` options, e.g. `FUZZ_ST_ARGS='--include-path-regex ^/agents'` to fuzz a few routes. */
+const EXTRA_ST_ARGS = (process.env.FUZZ_ST_ARGS ?? '').split(' ').filter(Boolean)
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const BASE = `http://127.0.0.1:${PORT}`
 const VENV = join(ROOT, '.venv-fuzz')
@@ -47,9 +68,14 @@ const fuzzDatabase = `${adminUrl.pathname.slice(1) || 'agent_host'}_fuzz`
 const fuzzUrl = new URL(adminUrl)
 fuzzUrl.pathname = `/${fuzzDatabase}`
 
+/** The pinned schemathesis in .venv-fuzz, (re)installed when missing or of another version. */
 function ensureSchemathesis() {
   const st = join(VENV, 'bin', 'st')
-  if (existsSync(st)) return st
+  if (existsSync(st)) {
+    const version = spawnSync(st, ['--version'], { encoding: 'utf8' }).stdout ?? ''
+    if (version.trim().endsWith(` ${SCHEMATHESIS_VERSION}`)) return st
+    rmSync(VENV, { recursive: true, force: true })
+  }
   const steps = [
     ['python3', ['-m', 'venv', VENV]],
     [join(VENV, 'bin', 'pip'), ['install', '-q', ...SCHEMATHESIS]],
@@ -99,29 +125,39 @@ async function waitForServer(exited: () => boolean) {
   throw new Error('server did not become healthy')
 }
 
-/** One schemathesis pass over every operation; its output is shown and kept for the figures. */
+/** What a pass's JSON report (`--report json`) says; see schemathesis/cli/json_report.py. */
+interface PassReport {
+  operations?: { tested?: number } | null
+  test_cases?: { generated?: number }
+  failures?: { title: string; count: number; operations: string[] }[]
+  errors?: { title: string; count: number }[]
+}
+
+/** One schemathesis pass over every operation; its output is shown and its report read for the figures. */
 async function pass(st: string, env: NodeJS.ProcessEnv, seed: number, deadline: number) {
+  const reportPath = join(env.FUZZ_STORAGE!, `pass-${seed}.json`)
   const run = spawn(
     st,
     [
+      `--config-file=${join(ROOT, 'scripts/fuzz/schemathesis.toml')}`,
       'run',
       `${BASE}/openapi.json`,
-      '--experimental=openapi-3.1',
       '--checks=all',
-      '--max-response-time=2000',
-      `--hypothesis-max-examples=${EXAMPLES}`,
-      `--hypothesis-seed=${seed}`,
-      '--hypothesis-deadline=None',
-      '--hypothesis-suppress-health-check=all',
+      '--max-response-time=2',
+      `--max-examples=${EXAMPLES}`,
+      `--seed=${seed}`,
+      '--suppress-health-check=all',
+      '--workers=1',
+      '--report=json',
+      `--report-json-path=${reportPath}`,
+      '--generation-database=none',
       '--no-color',
+      ...EXTRA_ST_ARGS,
     ],
-    { stdio: ['ignore', 'pipe', 'inherit'], env }
+    // Its working folder is the run's storage: the crash files it keeps stay out of the checkout.
+    { stdio: ['ignore', 'pipe', 'inherit'], env, cwd: env.FUZZ_STORAGE }
   )
-  let output = ''
-  run.stdout.on('data', (chunk: Buffer) => {
-    output += chunk.toString()
-    process.stdout.write(chunk)
-  })
+  run.stdout.on('data', (chunk: Buffer) => process.stdout.write(chunk))
   let interrupted = false
   const timer = setTimeout(
     () => {
@@ -132,16 +168,22 @@ async function pass(st: string, env: NodeJS.ProcessEnv, seed: number, deadline: 
   )
   const code = await new Promise<number>((resolve) => run.once('exit', (c) => resolve(c ?? 1)))
   clearTimeout(timer)
-  // The summary line: "=== 117 passed, 2 failed in 151.20s ===".
-  const summary = /=+ ([^=\n]*\d+ (?:passed|failed|errored)[^=\n]*) in [\d.]+s =+/.exec(output)?.[1]
-  const count = (word: string) => Number(new RegExp(`(\\d+) ${word}`).exec(summary ?? '')?.[1] ?? 0)
+  const report: PassReport = existsSync(reportPath)
+    ? JSON.parse(readFileSync(reportPath, 'utf8'))
+    : {}
+  const failures = report.failures ?? []
+  const errors = report.errors ?? []
+  const failed = failures.reduce((sum, failure) => sum + failure.count, 0)
+  const errored = errors.reduce((sum, error) => sum + error.count, 0)
+  const operations = report.operations?.tested ?? 0
   return {
     code,
     interrupted,
-    summary: summary ?? '(no summary)',
-    passed: count('passed'),
-    failed: count('failed'),
-    errored: count('errored'),
+    summary: `${operations} operations, ${report.test_cases?.generated ?? 0} test cases, ${failed} failures, ${errored} errors`,
+    operations,
+    failed,
+    errored,
+    failures: failures.map((f) => `${f.title} ×${f.count}: ${f.operations.join(', ')}`),
   }
 }
 
@@ -169,6 +211,8 @@ const server = spawn(process.execPath, ['--import', '@poppinss/ts-exec', 'bin/se
     PASSWORD_HASH_COST: '16384',
     ...payments.env,
     TOKEN_PRICE_API_URL: tokenPrices.url,
+    // Nothing may leave the machine: a WhatsApp session meets a closed local port.
+    WHATSAPP_WEB_URL: 'ws://127.0.0.1:1/ws/chat',
   },
   stdio: ['ignore', 'ignore', 'inherit'],
 })
@@ -189,6 +233,7 @@ try {
     FUZZ_API_KEY: apiKey,
     FUZZ_REQUEST_LOG: requestLog,
     FUZZ_PATH_IDS: JSON.stringify(pathIds),
+    FUZZ_STORAGE: storage,
     SCHEMATHESIS_HOOKS: 'hooks',
     PYTHONPATH: join(ROOT, 'scripts/fuzz'),
   }
@@ -197,7 +242,7 @@ try {
   const deadline = fuzzStarted + SECONDS * 1000
   while (Date.now() < deadline && passes.length < PASSES) {
     const seed = Math.floor(Math.random() * 2 ** 31)
-    console.log(`\nfuzz pass ${passes.length + 1}, --hypothesis-seed=${seed}`)
+    console.log(`\nfuzz pass ${passes.length + 1}, --seed=${seed}`)
     const result = await pass(st, env, seed, deadline)
     passes.push({ ...result, seed } as typeof result)
     if (result.code !== 0 && !(result.interrupted && result.failed + result.errored === 0)) break
@@ -223,13 +268,14 @@ try {
     if (code.startsWith('2')) answered2xx.add(`${method} ${path}`)
   }
   const never2xx = [...called].filter((operation) => !answered2xx.has(operation)).sort()
-  const operations = Math.max(0, ...passes.map((p) => p.passed + p.failed + p.errored))
+  const operations = Math.max(0, ...passes.map((p) => p.operations))
   const findings = passes.reduce((sum, p) => sum + p.failed + p.errored, 0)
   console.log('\nfuzz figures')
   for (const [index, p] of passes.entries()) {
     console.log(
       `  pass ${index + 1}: ${p.summary}${p.interrupted ? ' (stopped at the time limit)' : ''}`
     )
+    for (const failure of p.failures) console.log(`    ${failure}`)
   }
   console.log(`  operations: ${operations}`)
   console.log(`  requests: ${requests.length}`)
@@ -245,6 +291,9 @@ try {
   console.log(
     `  duration: ${fuzzStarted ? Math.round((Date.now() - fuzzStarted) / 1000) : 0} s of fuzzing in ${passes.length} pass(es), ${Math.round((Date.now() - started) / 1000)} s in all`
   )
+  if (process.env.FUZZ_KEEP_LOG && existsSync(requestLog)) {
+    copyFileSync(requestLog, process.env.FUZZ_KEEP_LOG)
+  }
   rmSync(storage, { recursive: true, force: true })
   await Promise.all([payments.close(), tokenPrices.close()])
 }

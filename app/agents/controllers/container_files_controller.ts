@@ -18,13 +18,6 @@ export const FILE_LIST_MAX = 1_000
  * container is not running.
  */
 export default class ContainerFilesController {
-  /**
-   * @index
-   * @summary List a workspace folder
-   * @description Folders first, then by name. At most 1,000 entries: a larger folder answers its first 1,000 with the headers `X-Truncated: true` and `X-Total-Count` (its number of entries).
-   * @paramQuery path - Folder inside the workspace (default /) - @type(string)
-   * @responseBody 200 - {"success":true,"data":{"files":[{"name":"SOUL.md","type":"file","size":120},{"name":"notes","type":"directory","size":0}]}}
-   */
   async index({ bouncer, params, request, response }: HttpContext) {
     const agent = await findAgent(params.id)
     await bouncer.with(AgentPolicy).authorize('view', agent)
@@ -38,12 +31,6 @@ export default class ContainerFilesController {
     return { files: entries.slice(0, FILE_LIST_MAX) }
   }
 
-  /**
-   * @read
-   * @summary Read a workspace file
-   * @paramQuery path - File inside the workspace - @type(string)
-   * @responseBody 200 - {"success":true,"data":{"content":"# Soul\n\nFriendly","size":16}}
-   */
   async read({ bouncer, params, request }: HttpContext) {
     const agent = await findAgent(params.id)
     await bouncer.with(AgentPolicy).authorize('view', agent)
@@ -52,13 +39,6 @@ export default class ContainerFilesController {
     return files.read(path)
   }
 
-  /**
-   * @write
-   * @summary Write a workspace file
-   * @description PUT /agents/:id/container-files, or POST/PUT /agents/:id/container-files/write. Parent folders are created. At most 1,000,000 characters.
-   * @requestBody {"path":"notes/todo.md","content":"- ship it"}
-   * @responseBody 200 - {"success":true,"data":{"path":"/notes/todo.md","size":9}}
-   */
   async write({ bouncer, params, request }: HttpContext) {
     const agent = await findAgent(params.id)
     await bouncer.with(AgentPolicy).authorize('update', agent)
@@ -67,13 +47,6 @@ export default class ContainerFilesController {
     return files.write(path, content)
   }
 
-  /**
-   * @destroy
-   * @summary Delete a workspace file or folder
-   * @description DELETE /agents/:id/container-files?path=... or DELETE /agents/:id/container-files/delete?path=...
-   * @paramQuery path - File or folder inside the workspace - @type(string)
-   * @responseBody 200 - {"success":true,"data":{"deleted":"/notes/todo.md"}}
-   */
   async destroy({ bouncer, params, request }: HttpContext) {
     const agent = await findAgent(params.id)
     await bouncer.with(AgentPolicy).authorize('update', agent)

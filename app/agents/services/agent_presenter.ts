@@ -1,37 +1,58 @@
 import type Agent from '#agents/models/agent'
 import { maskSecrets } from '#agents/services/config_secrets'
+import { t, type Infer } from '#core/openapi/shapes'
+
+/**
+ * The answer shapes (and, through `Infer`, the types) of an agent: the
+ * presenters below must return them, and /openapi.json describes them.
+ */
 
 /** List item (spec: id, name, slug, status, framework, messageCount, createdAt). */
-export interface AgentListItem {
-  id: string
-  name: string
-  slug: string
-  status: string
-  framework: string
-  messageCount: number
-  createdAt: string
+const listItemFields = {
+  id: t.uuid(),
+  name: t.string(),
+  slug: t.string(),
+  status: t.string({ description: 'active, stopped, paused or error: what the owner wants' }),
+  framework: t.string(),
+  messageCount: t.integer(),
+  createdAt: t.dateTime(),
 }
+export const agentListItemShape = t.named('AgentListItem', t.object(listItemFields))
+export type AgentListItem = Infer<typeof agentListItemShape>
 
 /** Detail: the list item plus description, avatarUrl, masked config, integrations. */
-export interface AgentDetail extends AgentListItem {
-  description: string | null
-  avatarUrl: string | null
-  config: Record<string, unknown>
-  integrations: string[]
-  lastActiveAt: string | null
-  updatedAt: string
+const detailFields = {
+  ...listItemFields,
+  description: t.nullable(t.string()),
+  avatarUrl: t.nullable(t.string()),
+  config: t.anyObject({ description: 'The stored config, secret values answered as ***' }),
+  integrations: t.array(t.string()),
+  lastActiveAt: t.nullable(t.dateTime()),
+  updatedAt: t.dateTime(),
 }
+export const agentDetailShape = t.named('AgentDetail', t.object(detailFields))
+export type AgentDetail = Infer<typeof agentDetailShape>
+
+/** The detail after a restore: the version stored and the one restored from. */
+export const restoredAgentShape = t.named(
+  'RestoredAgent',
+  t.object({ ...detailFields, version: t.integer(), restoredFrom: t.integer() })
+)
 
 /** What anyone may see through GET /agents/by-slug/:slug. */
-export interface AgentPublicView {
-  id: string
-  name: string
-  slug: string
-  description: string | null
-  avatarUrl: string | null
-  framework: string
-  status: string
-}
+export const agentPublicViewShape = t.named(
+  'AgentPublicView',
+  t.object({
+    id: t.uuid(),
+    name: t.string(),
+    slug: t.string(),
+    description: t.nullable(t.string()),
+    avatarUrl: t.nullable(t.string()),
+    framework: t.string(),
+    status: t.string(),
+  })
+)
+export type AgentPublicView = Infer<typeof agentPublicViewShape>
 
 export function presentListItem(agent: Agent): AgentListItem {
   return {

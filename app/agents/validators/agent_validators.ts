@@ -47,12 +47,31 @@ export const logsValidator = vine.create({
   token: vine.string().maxLength(512).optional(),
 })
 
-/** Workspace paths; the runtime's resolveWorkspacePath decides what is allowed (403). */
-const path = () => vine.string().maxLength(4096)
+/**
+ * A rule that checks nothing and only says, in the JSON Schema
+ * (/openapi.json), what the runtime's resolveWorkspacePath checks on a path;
+ * the runtime answers (400, or 403 for a path outside the workspace).
+ */
+const checkedByWorkspace = vine.createRule<{ pattern: string }>(() => {}, {
+  toJSONSchema: (schema, { pattern }) => {
+    if (!schema.pattern) schema.pattern = pattern
+    else schema.allOf = [...(schema.allOf ?? []), { pattern }]
+  },
+})
+
+/** Workspace paths: segments of at most 255 characters. */
+const path = () =>
+  vine
+    .string()
+    .maxLength(4096)
+    .use(checkedByWorkspace({ pattern: '^[^/\\\\]{0,255}(?:[/\\\\]+[^/\\\\]{0,255})*$' }))
+
+/** A path naming a file or folder, not the workspace root (empty, only separators or dots). */
+const entryPath = () => path().use(checkedByWorkspace({ pattern: '[^\\s/\\\\.]' }))
 
 export const listFilesValidator = vine.create({ path: path().optional() })
-export const filePathValidator = vine.create({ path: path() })
+export const filePathValidator = vine.create({ path: entryPath() })
 export const writeFileValidator = vine.create({
-  path: path(),
+  path: entryPath(),
   content: vine.string().maxLength(1_000_000),
 })

@@ -21,13 +21,6 @@ import {
 } from '#chat/services/idempotency'
 
 export default class ChatController {
-  /**
-   * @programmatic
-   * @summary Chat with an agent (one reply)
-   * @description API key; counts against the daily quota. Routed to the agent's running container, else the customer's provider key, else the hosted model (AI Credits; 402 INSUFFICIENT_CREDITS at a balance of 0). `history` replaces the stored context. 422 CONTENT_BLOCKED when the safety filter refuses the message. An `Idempotency-Key` header makes a retry within 24 h return the first answer without running or charging again (409 while the first is still running).
-   * @requestBody {"message":"Hello!","history":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello, how can I help?"}]}
-   * @responseBody 200 - {"success":true,"data":{"content":"Hi! How can I help you today?","model":"gpt-4o-mini"}}
-   */
   async programmatic(ctx: HttpContext) {
     const user = ctx.auth.getUserOrFail()
     const body = ctx.request.body()
@@ -46,13 +39,6 @@ export default class ChatController {
     )
   }
 
-  /**
-   * @stream
-   * @summary Chat with an agent (SSE stream)
-   * @description JWT. `text/event-stream`: `data: {"token": "..."}` per chunk, then `data: [DONE]`; a failure after the stream began is `data: {"error": "..."}` then `data: [DONE]`; a `: heartbeat` comment every 15 s. Failures before the stream begins (validation, 422, 402) are JSON errors. Closing the connection cancels the model call; only what was generated is charged. Supports `Idempotency-Key` (a retry replays the stored answer as one token event).
-   * @requestBody {"message":"Tell me a story"}
-   * @responseBody 200 - data: {"token":"Once"}\n\ndata: {"token":" upon"}\n\ndata: [DONE]
-   */
   async stream(ctx: HttpContext) {
     const user = ctx.auth.getUserOrFail()
     const body = ctx.request.body()
@@ -104,13 +90,6 @@ export default class ChatController {
     }
   }
 
-  /**
-   * @testChat
-   * @summary Try a system prompt
-   * @description JWT. One reply from the hosted model for `systemPrompt` + `message`; nothing is stored; AI Credits are charged like any hosted call (402 at a balance of 0). Supports `Idempotency-Key`.
-   * @requestBody {"message":"Who are you?","systemPrompt":"You are a pirate."}
-   * @responseBody 200 - {"success":true,"data":{"text":"Arr, a humble pirate of the seven seas!"}}
-   */
   async testChat(ctx: HttpContext) {
     const user = ctx.auth.getUserOrFail()
     const body = ctx.request.body()

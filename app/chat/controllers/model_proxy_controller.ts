@@ -96,13 +96,6 @@ function answerWarmUp(ctx: HttpContext, body: Record<string, any>) {
  * OpenAI's own format, not the service envelope; errors use the envelope.
  */
 export default class ModelProxyController {
-  /**
-   * @completions
-   * @summary Model proxy: chat completions (OpenAI-compatible)
-   * @description Authenticated by an agent's proxy token (`Bearer apx_...`: the agent owner pays) or a user's API key (`Bearer hk_...`: that user pays); a JWT is 401. Forwarded to MODEL_API_URL (or answered by the built-in `local-dev` model); AI Credits pay by tokens used, held before the upstream is called for the whole forwarded body plus its output limit (402 INSUFFICIENT_CREDITS when the balance cannot cover that). A model that is not offered is 400 VALIDATION_ERROR naming `model`. `stream: true` answers OpenAI chunks as SSE.
-   * @requestBody {"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}]}
-   * @responseBody 200 - {"id":"chatcmpl-1","object":"chat.completion","created":1735689600,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hi!"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}
-   */
   async completions(ctx: HttpContext) {
     const caller = await proxyCaller(ctx)
     const body = completionBody(ctx)
@@ -138,12 +131,6 @@ export default class ModelProxyController {
     }
   }
 
-  /**
-   * @models
-   * @summary Model proxy: models (OpenAI-compatible)
-   * @description The upstream's models that requests may name (MODEL_ALLOWLIST, by default MODEL_NAME and the models of the rate table) plus the built-in `local-dev`; only `local-dev` without MODEL_API_URL.
-   * @responseBody 200 - {"object":"list","data":[{"id":"local-dev","object":"model","created":0,"owned_by":"agent-host"}]}
-   */
   async models(ctx: HttpContext) {
     await proxyCaller(ctx)
     const data: Record<string, unknown>[] = []

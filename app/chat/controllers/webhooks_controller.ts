@@ -10,25 +10,12 @@ import { abortOnDisconnect } from '#core/http/sse_stream'
 import { idempotentJson } from '#chat/services/idempotent_route'
 
 export default class WebhooksController {
-  /**
-   * @url
-   * @summary Inbound webhook URL
-   * @description POST `{ message }` to this URL to chat with the agent without other credentials. The token in the path is a secret (256 random bits) that belongs to this agent.
-   * @responseBody 200 - {"success":true,"data":{"webhookUrl":"https://example.com/webhooks/in/whk_Jx3...","method":"POST","body":{"message":"string"}}}
-   */
   async url({ bouncer, params }: HttpContext) {
     const agent = await findAgent(params.id)
     await bouncer.with(AgentPolicy).authorize('chat', agent)
     return { webhookUrl: webhookUrlOf(agent), method: 'POST', body: { message: 'string' } }
   }
 
-  /**
-   * @inbound
-   * @summary Inbound webhook
-   * @description No credential but the token in the path (unknown token: 404). Answers like the programmatic chat. Rate limited per token (30 per minute: 429 RATE_LIMIT_EXCEEDED). Supports `Idempotency-Key`.
-   * @requestBody {"message":"New order #1234 received"}
-   * @responseBody 200 - {"success":true,"data":{"content":"Thanks, I logged order #1234.","model":"gpt-4o-mini"}}
-   */
   async inbound(ctx: HttpContext) {
     const agent = await agentForWebhookToken(String(ctx.params.token ?? ''))
     if (!agent) throw new NotFoundException('Unknown webhook')

@@ -17,12 +17,12 @@ import { ValidationException } from '#core/exceptions/api_exceptions'
  */
 // Matching control characters is the point here.
 // eslint-disable-next-line no-control-regex
-const ANY_CONTROL = /[\u0000-\u001F\u007F-\u009F]/
+export const ANY_CONTROL = /[\u0000-\u001F\u007F-\u009F]/
 // eslint-disable-next-line no-control-regex
-const CONTROL_BUT_WHITESPACE = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/
+export const CONTROL_BUT_WHITESPACE = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/
 
 /** Body fields that identify rather than say something: no line breaks or tabs either. */
-const IDENTIFIER_FIELDS = new Set([
+export const IDENTIFIER_FIELDS = new Set([
   'email',
   'username',
   'password',
@@ -139,7 +139,11 @@ export default class InputGateMiddleware {
   async handle(ctx: HttpContext, next: NextFn) {
     inspectInput(ctx.params, '', true)
     inspectInput(ctx.request.qs(), '', true)
-    inspectInput(ctx.request.body(), '', false)
+    const body = ctx.request.body()
+    // Every route takes an object; an array would be read as one keyed "0", "1"... and a
+    // route whose fields are all optional accepted it.
+    if (Array.isArray(body)) throw new ValidationException('The request body must be a JSON object')
+    inspectInput(body, '', false)
     return next()
   }
 }

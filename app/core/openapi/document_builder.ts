@@ -1,40 +1,37 @@
-import { existsSync, readFileSync } from 'node:fs'
 import type { RouteJSON } from '@adonisjs/core/types/http'
-import type { EngineOutput, RouteSource } from '#core/openapi/autoswagger_engine'
-import { nullableFieldsOf, validatorUsedBy } from '#core/openapi/controller_source'
-import { BEARER_SCHEME, credentialNeed, securityFor } from '#core/openapi/route_security'
 import {
-  isPlainObject,
-  repairSchema,
-  restoreNulls,
-  walkObjects,
-  type Schema,
-} from '#core/openapi/schema_tools'
+  NotFoundException,
+  PayloadTooLargeException,
+  ValidationException,
+  AuthRequiredException,
+} from '#core/exceptions/api_exceptions'
+import type { ApiExceptionClass, RouteContract, SuccessResponse } from '#core/openapi/contracts'
+import { gatedSchema, inputSchema, type InputValidator } from '#core/openapi/request_schema'
+import { BEARER_SCHEME, credentialNeed, securityFor } from '#core/openapi/route_security'
+import { envelopeSchema, namedSchemas, type JsonSchema, type Shape } from '#core/openapi/shapes'
 
 export const OPENAPI_VERSION = '3.1.0'
 const SCHEMA_REF = '#/components/schemas/'
 const ERROR_REF = `${SCHEMA_REF}ErrorEnvelope`
 const BODY_METHODS = new Set(['post', 'put', 'patch'])
-/** Keys VineJS's `validateUsing` adds next to the body; they are not body fields. */
-const NON_BODY_KEYS = new Set(['params', 'headers', 'cookies'])
 
 export interface BuildInput {
   /** Every route of the live router that belongs in the document. */
   routes: RouteJSON[]
-  engine: EngineOutput
-  info: Schema
+  /** The contract of a route, by route name. */
+  contractOf: (routeName: string | undefined) => RouteContract | undefined
+  info: JsonSchema
   /** Every `code` the failure envelope can carry. */
   errorCodes: string[]
-  /** Responses replacing the generated ones, by route name (for non-JSON answers). */
-  responseOverrides: Record<string, Record<string, Schema>>
 }
 
 export interface BuildResult {
-  document: Schema
+  document: JsonSchema
+  /** Routes without a contract (described from the router alone). */
   warnings: string[]
 }
 
-/** `/agents/:id/files/:path?` -> `/agents/{id}/files/{path}` (autoswagger's key form). */
+/** `/agents/:id/files/:path?` -> `/agents/{id}/files/{path}`. */
 export function openApiPath(pattern: string): string {
   const path = pattern
     .split('/')
@@ -44,83 +41,103 @@ export function openApiPath(pattern: string): string {
   return path === '' ? '/' : path
 }
 
-function envelopeOf(data: Schema): Schema {
-  return {
-    type: 'object',
-    required: ['success', 'data'],
-    properties: { success: { type: 'boolean', const: true }, data },
-  }
-}
-
-function isEnvelope(schema: Schema, example: unknown): boolean {
-  return (
-    (isPlainObject(schema.properties) && 'success' in schema.properties) ||
-    (isPlainObject(example) && 'success' in example)
-  )
-}
-
-function errorResponse(description: string): Schema {
-  return { description, content: { 'application/json': { schema: { $ref: ERROR_REF } } } }
-}
-
 function defaultTag(path: string): string {
   const parts = path.split('/').filter((part) => part !== '' && !part.startsWith('{'))
   if (parts[0] === 'api' && parts[1]) return `${parts[0]}/${parts[1]}`
   return (parts[0] ?? 'root').replace(/\.json$/, '')
 }
 
-function cleanSummary(summary: unknown, action: string): string {
-  const text = typeof summary === 'string' ? summary : ''
-  const suffix = action ? ` (${action})` : 'route'
-  return (text.endsWith(suffix) ? text.slice(0, -suffix.length) : text).trim()
+function isValidator(body: InputValidator | Shape): body is InputValidator {
+  return typeof (body as InputValidator).toJSONSchema === 'function'
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Invalid input',
+  401: 'Missing or invalid credential',
+  402: 'Not enough AI Credits',
+  403: 'Not allowed',
+  404: 'No such resource',
+  409: 'The agent is not running',
+  410: 'Retired',
+  413: 'Body too large',
+  422: 'Content blocked',
+  429: 'Rate limit reached',
+  503: 'A dependency is unavailable',
+}
+
+/** The validator's schema with a contract's extra rules: `properties` field by field, the rest as given. */
+function withBodyRules(schema: JsonSchema, rules: JsonSchema): JsonSchema {
+  const { properties, ...rest } = rules
+  const merged: JsonSchema = { ...schema, ...rest }
+  if (properties) {
+    merged.properties = { ...schema.properties }
+    for (const [name, rule] of Object.entries<JsonSchema>(properties)) {
+      const field: JsonSchema = { ...schema.properties?.[name], ...rule }
+      // Both say a pattern: the value must match both.
+      const before = schema.properties?.[name]?.pattern
+      if (before && rule.pattern && before !== rule.pattern) {
+        field.allOf = [...(field.allOf ?? []), { pattern: before }, { pattern: rule.pattern }]
+        delete field.pattern
+      }
+      merged.properties[name] = field
+    }
+  }
+  return merged
+}
+
+/** Whether a body schema needs at least one field (itself, or in every branch of a oneOf/anyOf). */
+function requiresFields(schema: JsonSchema): boolean {
+  if (Array.isArray(schema.required) && schema.required.length > 0) return true
+  const branches: JsonSchema[] | undefined = schema.oneOf ?? schema.anyOf
+  return Array.isArray(branches) && branches.length > 0 && branches.every(requiresFields)
+}
+
+/** Status and envelope code of an exception class. */
+function failureOf(exception: ApiExceptionClass): { status: number; code: string } {
+  return { status: exception.status, code: new exception().apiCode }
 }
 
 /**
- * Turns adonis-autoswagger's output into the served document: one operation
- * for every method of every route of the live router (autoswagger drops PATCH
- * when a route also answers PUT, and gives up on routes it cannot read), valid
- * OpenAPI 3.1 schemas, the `{ success, data }` envelope around success bodies,
- * the shared failure envelope on errors, security from the route middleware.
+ * The served document, from the live router and each route's contract
+ * (contracts.ts): one operation for every method of every route; request
+ * schemas from the route's VineJS validators (request_schema.ts); success
+ * answers in the `{ success, data }` envelope from the contract's shapes;
+ * failures in the failure envelope with the codes each status can carry;
+ * security from the route middleware.
  */
 export class DocumentBuilder {
   #input: BuildInput
-  #generated: Schema
-  #schemas: Record<string, Schema>
   #operationIds = new Set<string>()
-  #sourceTexts = new Map<string, string | null>()
   #warnings: string[] = []
 
   constructor(input: BuildInput) {
     this.#input = input
-    this.#generated = input.engine.document
-    this.#schemas = {
-      ...(this.#generated.components?.schemas ?? {}),
-      ErrorEnvelope: this.#errorEnvelopeSchema(),
-    }
   }
 
-  build(): BuildResult {
-    const paths: Record<string, Record<string, Schema>> = {}
+  async build(): Promise<BuildResult> {
+    const paths: Record<string, Record<string, JsonSchema>> = {}
     for (const route of this.#input.routes) {
       const path = openApiPath(route.pattern)
       for (const method of route.methods.map((m) => m.toLowerCase())) {
         if (method === 'head') continue
         paths[path] = paths[path] ?? {}
-        paths[path][method] = this.#operation(route, path, method)
+        paths[path][method] = await this.#operation(route, path, method)
       }
     }
 
-    const document: Schema = {
+    const document: JsonSchema = {
       openapi: OPENAPI_VERSION,
       info: this.#input.info,
       tags: this.#tags(paths),
       paths,
       components: {
-        schemas: this.#schemas,
+        schemas: { ...this.#namedSchemasUsed(paths), ErrorEnvelope: this.#errorEnvelopeSchema() },
         responses: {
-          Error: errorResponse(
-            'Any failure: `{ success: false, error, code }` with the status of the error class'
-          ),
+          Error: {
+            description:
+              'Any failure: `{ success: false, error, code }` with the status of the error class',
+            content: { 'application/json': { schema: { $ref: ERROR_REF } } },
+          },
         },
         securitySchemes: {
           [BEARER_SCHEME]: {
@@ -132,17 +149,16 @@ export class DocumentBuilder {
         },
       },
     }
-    this.#replaceDanglingRefs(document)
-    return { document: restoreNulls(document) as Schema, warnings: this.#warnings }
+    return { document, warnings: this.#warnings }
   }
 
-  #errorEnvelopeSchema(): Schema {
+  #errorEnvelopeSchema(): JsonSchema {
     return {
       type: 'object',
       description: 'Failure envelope of every error answer',
       required: ['success', 'error', 'code'],
       properties: {
-        success: { type: 'boolean', const: false },
+        success: { const: false },
         error: { type: 'string', description: 'Human-readable message' },
         code: { type: 'string', enum: [...new Set(this.#input.errorCodes)].sort() },
       },
@@ -150,54 +166,44 @@ export class DocumentBuilder {
     }
   }
 
-  #generatedOperation(path: string, method: string): Schema {
-    const forPath = this.#generated.paths?.[path] ?? {}
-    // autoswagger keeps only PUT when a route answers PUT and PATCH.
-    const op = forPath[method] ?? (method === 'patch' ? forPath.put : undefined)
-    return isPlainObject(op) ? structuredClone(op) : {}
-  }
-
-  #operation(route: RouteJSON, path: string, method: string): Schema {
-    const generated = this.#generatedOperation(path, method)
-    const source = this.#input.engine.sources.get(route)
-    const annotations = source?.annotations
+  async #operation(route: RouteJSON, path: string, method: string): Promise<JsonSchema> {
+    const contract = this.#input.contractOf(route.name)
+    if (!contract) {
+      this.#warnings.push(`OpenAPI: no contract for route ${route.name ?? route.pattern}`)
+    }
     const need = credentialNeed(route)
-    const validator = this.#validatorFor(source)
+    const parameters = this.#parameters(route, contract)
+    const requestBody = BODY_METHODS.has(method) ? await this.#requestBody(contract) : undefined
 
-    const op: Schema = {
-      summary:
-        annotations?.summary ||
-        cleanSummary(generated.summary, source?.action ?? '') ||
-        `${method.toUpperCase()} ${path}`,
-      ...(annotations?.description ? { description: annotations.description } : {}),
-      operationId: this.#operationId(route, method, annotations?.operationId),
-      tags: [annotations?.tag || defaultTag(path)],
-      parameters: this.#parameters(route, generated.parameters, validator, method),
+    const op: JsonSchema = {
+      summary: contract?.summary ?? `${method.toUpperCase()} ${path}`,
+      ...(contract?.description ? { description: contract.description } : {}),
+      operationId: this.#operationId(route, method),
+      tags: [contract?.tag ?? defaultTag(path)],
+      parameters,
+      ...(requestBody ? { requestBody } : {}),
       security: securityFor(need),
+      ...(contract?.deprecated ? { deprecated: true } : {}),
     }
 
-    const requestBody = this.#requestBody(generated.requestBody, validator, method)
-    if (requestBody) op.requestBody = requestBody
+    const failures: ApiExceptionClass[] = [...(contract?.errors ?? [])]
+    if (need !== 'none') failures.push(AuthRequiredException)
+    if (parameters.length > 0 || requestBody) failures.push(ValidationException)
+    if (requestBody) failures.push(PayloadTooLargeException)
+    if (parameters.some((parameter) => parameter.in === 'path')) failures.push(NotFoundException)
 
-    const documented = Object.keys(annotations?.responses ?? {}).length > 0
-    op.responses = this.#responses(documented ? generated.responses : {})
-    if (need !== 'none' && !op.responses['401']) {
-      op.responses['401'] = errorResponse('Missing or invalid credential (AUTH_REQUIRED)')
+    op.responses = {
+      ...this.#successResponses(contract),
+      ...this.#failureResponses(failures),
+      default: { $ref: '#/components/responses/Error' },
     }
-    if ((requestBody || validator) && !op.responses['400']) {
-      op.responses['400'] = errorResponse('Invalid input (VALIDATION_ERROR)')
-    }
-    const override = route.name ? this.#input.responseOverrides[route.name] : undefined
-    if (override) op.responses = { ...structuredClone(override) }
-    this.#markNullable(op.responses, source)
-    op.responses.default = { $ref: '#/components/responses/Error' }
+    if (!contract) op.responses['200'] = { description: 'Success' }
     return op
   }
 
-  #operationId(route: RouteJSON, method: string, annotated?: string): string {
+  #operationId(route: RouteJSON, method: string): string {
     const multi = route.methods.filter((m) => m !== 'HEAD').length > 1
     const base =
-      annotated ||
       (route.name ? route.name + (multi ? `.${method}` : '') : '') ||
       `${method}${route.pattern.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`
     let id = base
@@ -206,178 +212,105 @@ export class DocumentBuilder {
     return id
   }
 
-  #sourceText(file: string): string | null {
-    if (!this.#sourceTexts.has(file)) {
-      this.#sourceTexts.set(file, existsSync(file) ? readFileSync(file, 'utf8') : null)
-    }
-    return this.#sourceTexts.get(file) ?? null
-  }
-
-  /** Widens the `@nullable` fields of the success responses to `[type, 'null']`. */
-  #markNullable(responses: Record<string, Schema>, source: RouteSource | undefined) {
-    if (!source?.sourceFile || !source.action) return
-    const text = this.#sourceText(source.sourceFile)
-    const fields = new Set(text ? nullableFieldsOf(text, source.action) : [])
-    if (fields.size === 0) return
-    for (const [status, response] of Object.entries(responses)) {
-      if (!status.startsWith('2')) continue
-      walkObjects(response?.content?.['application/json']?.schema, (node) => {
-        for (const [name, property] of Object.entries(node.properties ?? {}) as [
-          string,
-          Schema,
-        ][]) {
-          if (!fields.has(name) || !property.type || Array.isArray(property.type)) continue
-          property.type = [property.type, 'null']
-        }
-      })
-    }
-  }
-
-  /** The validator the handler passes to `validateUsing`: the truth of what input is accepted. */
-  #validatorFor(source: RouteSource | undefined) {
-    if (!source?.sourceFile || !source.action) return null
-    const text = this.#sourceText(source.sourceFile)
-    const name = text ? validatorUsedBy(text, source.action) : null
-    const schema = name ? this.#input.engine.validators.get(name) : undefined
-    return name && schema ? { name, schema } : null
-  }
-
-  #parameters(
-    route: RouteJSON,
-    generated: unknown,
-    validator: { schema: Schema } | null,
-    method: string
-  ): Schema[] {
-    const params = new Map<string, Schema>()
+  /** Path parameters (with the route's matcher, if any) and the query validator's fields. */
+  #parameters(route: RouteJSON, contract: RouteContract | undefined): JsonSchema[] {
+    const descriptions = contract?.parameters ?? {}
+    const parameters: JsonSchema[] = []
     for (const part of route.pattern.split('/')) {
       if (!part.startsWith(':')) continue
       const name = part.slice(1).replace(/\?$/, '')
-      params.set(`path:${name}`, { in: 'path', name, required: true, schema: { type: 'string' } })
+      const matcher = route.matchers?.[name]?.match
+      const schema = matcher
+        ? { type: 'string', pattern: matcher.source }
+        : gatedSchema({ type: 'string' }, 'path')
+      parameters.push({
+        in: 'path',
+        name,
+        required: true,
+        schema,
+        ...(descriptions[name] ? { description: descriptions[name] } : {}),
+      })
     }
-    for (const param of Array.isArray(generated) ? generated : []) {
-      if (!isPlainObject(param) || typeof param.name !== 'string') continue
-      const key = `${param.in}:${param.name}`
-      if (param.in === 'path' && !params.has(key)) continue
-      const schema: Schema = isPlainObject(param.schema) ? { ...param.schema } : { type: 'string' }
-      if (schema.example === null || schema.example === '') delete schema.example
-      const merged: Schema = { ...params.get(key), ...param, schema }
-      if (!merged.description) delete merged.description
-      if (param.in === 'path') merged.required = true
-      params.set(key, merged)
-    }
-    if (validator && !BODY_METHODS.has(method)) {
-      const required: string[] = validator.schema.required ?? []
-      for (const [name, schema] of Object.entries(validator.schema.properties ?? {})) {
-        if (NON_BODY_KEYS.has(name)) continue
-        // The validator's rules win; an @paramQuery line still lends its description.
-        params.set(`query:${name}`, {
-          ...params.get(`query:${name}`),
+    if (contract?.query) {
+      const schema = inputSchema(contract.query, 'query')
+      const required: string[] = schema.required ?? []
+      for (const [name, property] of Object.entries<JsonSchema>(schema.properties ?? {})) {
+        parameters.push({
           in: 'query',
           name,
           required: required.includes(name),
-          schema,
+          schema: property,
+          ...(descriptions[name] ? { description: descriptions[name] } : {}),
         })
       }
     }
-    return [...params.values()]
+    return parameters
   }
 
-  #requestBody(
-    generated: unknown,
-    validator: { name: string; schema: Schema } | null,
-    method: string
-  ): Schema | undefined {
-    if (!BODY_METHODS.has(method)) return undefined
-    const annotated = isPlainObject(generated) && isPlainObject(generated.content)
-    // The validator's rules win over a JSON example, except for form uploads.
-    if (validator && !(annotated && generated.content['multipart/form-data'])) {
-      const example = annotated ? generated.content['application/json']?.example : undefined
-      const props = validator.schema.properties ?? {}
-      const hasNonBody = Object.keys(props).some((key) => NON_BODY_KEYS.has(key))
-      let schema: Schema = { $ref: `${SCHEMA_REF}${validator.name}` }
-      if (hasNonBody) {
-        const rest: Schema = { ...validator.schema }
-        delete rest.example
-        schema = {
-          ...rest,
-          properties: Object.fromEntries(
-            Object.entries(props).filter(([key]) => !NON_BODY_KEYS.has(key))
-          ),
-          required: (rest.required ?? []).filter((key: string) => !NON_BODY_KEYS.has(key)),
-        }
-      }
-      const media: Schema = { schema, ...(example !== undefined ? { example } : {}) }
-      return { required: true, content: { 'application/json': media } }
+  async #requestBody(contract: RouteContract | undefined): Promise<JsonSchema | undefined> {
+    if (!contract?.body) return undefined
+    const schema = isValidator(contract.body)
+      ? inputSchema(contract.body, 'body')
+      : gatedSchema(contract.body.schema, 'body')
+    const rules =
+      typeof contract.bodyRules === 'function' ? await contract.bodyRules() : contract.bodyRules
+    const withRules = rules ? withBodyRules(schema, rules) : schema
+    return {
+      // A body whose fields are all optional may be left out.
+      required: requiresFields(withRules),
+      content: { 'application/json': { schema: withRules } },
     }
-    if (!annotated) return undefined
-    const content: Schema = {}
-    for (const [type, media] of Object.entries(generated.content)) {
-      if (!isPlainObject(media) || (media.schema === undefined && media.example === undefined)) {
+  }
+
+  #successResponses(contract: RouteContract | undefined): Record<string, JsonSchema> {
+    const responses: Record<string, JsonSchema> = {}
+    for (const [status, answer] of Object.entries(contract?.responses ?? {}) as [
+      string,
+      SuccessResponse,
+    ][]) {
+      if ('content' in answer) {
+        responses[status] = {
+          description: answer.description,
+          ...(answer.headers ? { headers: answer.headers } : {}),
+          content: Object.fromEntries(
+            Object.entries(answer.content).map(([type, schema]) => [type, { schema }])
+          ),
+        }
         continue
       }
-      content[type] = { ...media, schema: repairSchema(media.schema, media.example) }
-    }
-    return Object.keys(content).length > 0 ? { content } : undefined
-  }
-
-  #responses(generated: unknown): Record<string, Schema> {
-    const responses: Record<string, Schema> = {}
-    for (const [status, response] of Object.entries(isPlainObject(generated) ? generated : {})) {
-      if (!/^[1-5]\d\d$/.test(status) || !isPlainObject(response)) continue
-      responses[status] = this.#response(Number(status), response)
-    }
-    if (!Object.keys(responses).some((status) => status.startsWith('2'))) {
-      responses['200'] = {
-        description: 'Success',
-        content: { 'application/json': { schema: envelopeOf({}) } },
+      const [description, data] =
+        'data' in answer ? [answer.description, answer.data] : ['Success', answer]
+      responses[status] = {
+        description,
+        content: { 'application/json': { schema: envelopeSchema(data) } },
       }
     }
     return responses
   }
 
-  #response(status: number, response: Schema): Schema {
-    const description =
-      typeof response.description === 'string' && response.description
-        ? response.description
-        : `HTTP ${status}`
-    const out: Schema = { description }
-    if (isPlainObject(response.headers) && Object.keys(response.headers).length > 0) {
-      out.headers = response.headers
+  /** One response per failure status, naming the envelope codes it can carry. */
+  #failureResponses(failures: ApiExceptionClass[]): Record<string, JsonSchema> {
+    const codesByStatus = new Map<number, Set<string>>()
+    for (const exception of failures) {
+      const { status, code } = failureOf(exception)
+      codesByStatus.set(status, (codesByStatus.get(status) ?? new Set()).add(code))
     }
-    if (status >= 400) {
-      // Every error answer is JSON in the failure envelope, whatever the annotation says.
-      const json = response.content?.['application/json']
-      out.content = {
-        'application/json': {
-          schema: { $ref: ERROR_REF },
-          ...(isPlainObject(json) && json.example !== undefined ? { example: json.example } : {}),
+    const responses: Record<string, JsonSchema> = {}
+    for (const [status, codes] of [...codesByStatus].sort(([a], [b]) => a - b)) {
+      const list = [...codes].sort()
+      responses[String(status)] = {
+        description: `${STATUS_TEXT[status] ?? `HTTP ${status}`} (${list.join(', ')})`,
+        content: {
+          'application/json': {
+            schema: { allOf: [{ $ref: ERROR_REF }], properties: { code: { enum: list } } },
+          },
         },
       }
-      return out
     }
-    const content: Schema = {}
-    for (const [type, media] of Object.entries(
-      isPlainObject(response.content) ? response.content : {}
-    )) {
-      if (!isPlainObject(media)) continue
-      if (type !== 'application/json') {
-        content[type] = media
-        continue
-      }
-      const hasShape = media.schema !== undefined || media.example !== undefined
-      let schema = hasShape ? repairSchema(media.schema, media.example) : {}
-      let example = media.example
-      if (!isEnvelope(schema, example)) {
-        schema = envelopeOf(schema)
-        if (example !== undefined) example = { success: true, data: example }
-      }
-      content[type] = { schema, ...(example !== undefined ? { example } : {}) }
-    }
-    if (Object.keys(content).length > 0) out.content = content
-    return out
+    return responses
   }
 
-  #tags(paths: Record<string, Record<string, Schema>>): Schema[] {
+  #tags(paths: Record<string, Record<string, JsonSchema>>): JsonSchema[] {
     const names = new Set<string>()
     for (const operations of Object.values(paths)) {
       for (const op of Object.values(operations)) for (const tag of op.tags ?? []) names.add(tag)
@@ -385,15 +318,24 @@ export class DocumentBuilder {
     return [...names].sort().map((name) => ({ name }))
   }
 
-  /** A `<Name>` in an annotation that matches no model or validator must not break the document. */
-  #replaceDanglingRefs(document: Schema) {
-    walkObjects(document, (node) => {
-      if (typeof node.$ref !== 'string' || !node.$ref.startsWith(SCHEMA_REF)) return
-      const name = node.$ref.slice(SCHEMA_REF.length)
-      if (name in this.#schemas) return
-      delete node.$ref
-      node.description = `Unknown schema "${name}" (no model or validator of that name)`
-      this.#warnings.push(`OpenAPI: annotation refers to unknown schema "${name}"`)
-    })
+  /** The named shapes the operations refer to, and those they refer to in turn. */
+  #namedSchemasUsed(paths: JsonSchema): Record<string, JsonSchema> {
+    const used: Record<string, JsonSchema> = {}
+    const visit = (node: unknown) => {
+      if (Array.isArray(node)) return node.forEach(visit)
+      if (typeof node !== 'object' || node === null) return
+      const ref = (node as JsonSchema).$ref
+      if (typeof ref === 'string' && ref.startsWith(SCHEMA_REF)) {
+        const name = ref.slice(SCHEMA_REF.length)
+        const schema = namedSchemas.get(name)
+        if (schema && !(name in used)) {
+          used[name] = schema
+          visit(schema)
+        }
+      }
+      Object.values(node).forEach(visit)
+    }
+    visit(paths)
+    return Object.fromEntries(Object.entries(used).sort(([a], [b]) => a.localeCompare(b)))
   }
 }

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -7,9 +7,9 @@ import logger from '@adonisjs/core/services/logger'
 import router from '@adonisjs/core/services/router'
 import type { RouteJSON } from '@adonisjs/core/types/http'
 import * as apiExceptions from '#core/exceptions/api_exceptions'
-import { runAutoswagger, type EngineOutput } from '#core/openapi/autoswagger_engine'
+import { apiContracts } from '#core/openapi/contracts'
 import { DocumentBuilder } from '#core/openapi/document_builder'
-import type { Schema } from '#core/openapi/schema_tools'
+import type { JsonSchema } from '#core/openapi/shapes'
 
 /** Route names of this area, used to give its non-JSON answers their real content type. */
 export const OPENAPI_ROUTES = {
@@ -28,60 +28,6 @@ const EXPLORER_ASSETS: Record<string, string> = {
   'swagger-ui-bundle.js': 'text/javascript; charset=utf-8',
   'swagger-ui-standalone-preset.js': 'text/javascript; charset=utf-8',
   'favicon-32x32.png': 'image/png',
-}
-
-const errorEnvelope = (description: string): Schema => ({
-  description,
-  content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
-})
-
-const RESPONSE_OVERRIDES: Record<string, Record<string, Schema>> = {
-  // Streams: the example in the JSDoc can only say text/plain (found by the fuzz).
-  'agents.chat.stream': {
-    200: {
-      description:
-        'Server-sent events: `data: {"token": "..."}` per chunk, then `data: [DONE]` (an error after the start: `data: {"error": "..."}`, then `data: [DONE]`)',
-      content: { 'text/event-stream': { schema: { type: 'string' } } },
-    },
-    400: errorEnvelope('Invalid input (VALIDATION_ERROR)'),
-    401: errorEnvelope('Missing or invalid credential (AUTH_REQUIRED)'),
-  },
-  'agents.logs': {
-    200: {
-      description:
-        'The last `tail` lines as plain text; with stream=true a live event stream, one `data:` event per line',
-      content: {
-        'text/plain': { schema: { type: 'string' } },
-        'text/event-stream': { schema: { type: 'string' } },
-      },
-    },
-    400: errorEnvelope('Invalid input (VALIDATION_ERROR)'),
-    401: errorEnvelope('Missing or invalid credential (AUTH_REQUIRED)'),
-  },
-  [OPENAPI_ROUTES.document]: {
-    200: {
-      description: 'This OpenAPI 3.1 document, not wrapped in the envelope',
-      content: { 'application/json': { schema: { type: 'object', required: ['openapi'] } } },
-    },
-  },
-  [OPENAPI_ROUTES.explorer]: {
-    200: {
-      description: 'Interactive explorer (Swagger UI) for /openapi.json',
-      content: { 'text/html': { schema: { type: 'string' } } },
-    },
-  },
-  [OPENAPI_ROUTES.asset]: {
-    200: {
-      description: 'A static file of the explorer',
-      content: { '*/*': { schema: { type: 'string', format: 'binary' } } },
-    },
-    404: {
-      description: 'No such explorer file (NOT_FOUND)',
-      content: {
-        'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } },
-      },
-    },
-  },
 }
 
 /** True for routes the JSON API document leaves out (test-only routes, the console). */
@@ -103,10 +49,10 @@ function errorCodes(): string[] {
 }
 
 /**
- * Builds the OpenAPI document of the live router with adonis-autoswagger (see
- * autoswagger_engine and document_builder), once: the first request pays for
- * it, later ones get the cached document. Routes are all registered at boot,
- * so a document built after boot is complete.
+ * Builds the OpenAPI document of the live router from each route's contract
+ * (see contracts.ts and document_builder.ts), once: the first request pays
+ * for it, later ones get the cached document. Routes and contracts are all
+ * registered at boot, so a document built after boot is complete.
  */
 export class OpenApiService {
   #document: Promise<string> | null = null
@@ -122,59 +68,20 @@ export class OpenApiService {
     return this.#document
   }
 
-  /** The routes the document describes: every route of the live router but the test-only ones. */
+  /** The routes the document describes: every route of the live router but the excluded ones. */
   documentedRoutes(): RouteJSON[] {
     return (router.toJSON().root ?? []).filter((route) => !isExcluded(route.pattern))
   }
 
-  /**
-   * Folder holding the TypeScript sources autoswagger reads annotations and
-   * models from: the app root in development and tests; its parent when the
-   * built server runs from build/ inside the checkout (`npm start`).
-   */
-  sourceRoot(): string | null {
-    const runtimeRoot = fileURLToPath(app.appRoot)
-    for (const candidate of [runtimeRoot, join(runtimeRoot, '..')]) {
-      if (existsSync(join(candidate, 'app', 'core', 'openapi', 'openapi_service.ts'))) {
-        return candidate
-      }
-    }
-    return null
-  }
-
   async #build(): Promise<string> {
     const started = performance.now()
-    const sourceRoot = this.sourceRoot()
-    const runtimeRoot = fileURLToPath(app.appRoot)
-    if (!sourceRoot) {
-      logger.warn('OpenAPI: TypeScript sources not found; describing routes without annotations')
-    }
-    const routes = this.documentedRoutes()
-    const info = this.#info(runtimeRoot)
-    const input = {
-      routes,
-      sourceRoot,
-      runtimeRoot,
-      ignore: EXCLUDED_PREFIXES.map((prefix) => `${prefix}/*`),
-      info,
-    }
-    let engine: EngineOutput
-    try {
-      engine = await runAutoswagger(input)
-    } catch (error) {
-      // A bug in autoswagger's annotation parsing must not hide the API: fall
-      // back to what the router alone says (every route, params, security).
-      logger.error({ err: error }, 'OpenAPI: annotations could not be read; serving routes only')
-      engine = await runAutoswagger({ ...input, sourceRoot: null })
-    }
-    const { document, warnings } = new DocumentBuilder({
-      routes,
-      engine,
-      info,
+    const { document, warnings } = await new DocumentBuilder({
+      routes: this.documentedRoutes(),
+      contractOf: (name) => apiContracts.get(name),
+      info: this.#info(fileURLToPath(app.appRoot)),
       errorCodes: errorCodes(),
-      responseOverrides: RESPONSE_OVERRIDES,
     }).build()
-    for (const warning of [...engine.warnings, ...warnings]) logger.warn(warning)
+    for (const warning of warnings) logger.warn(warning)
     logger.info(
       { paths: Object.keys(document.paths).length, ms: Math.round(performance.now() - started) },
       'OpenAPI document built'
@@ -182,7 +89,7 @@ export class OpenApiService {
     return JSON.stringify(document)
   }
 
-  #info(runtimeRoot: string): Schema {
+  #info(runtimeRoot: string): JsonSchema {
     const pkg = JSON.parse(readFileSync(join(runtimeRoot, 'package.json'), 'utf8'))
     return {
       title: 'Agent Host API',

@@ -24,25 +24,12 @@ const NEUTRAL_REGISTRATION =
   'If this address can be registered, a verification link is on its way. Verify your address, then sign in.'
 
 export default class AuthController {
-  /**
-   * @register
-   * @summary Create an account
-   * @description Sends a verification link by e-mail. The answer is the same whether or not the address could be registered. A taken username is 409.
-   * @requestBody {"email":"ada@example.com","username":"ada_l","password":"correct horse battery","referralCode":"ABCD2345EF"}
-   * @responseBody 200 - {"success":true,"data":{"registered":true,"requiresVerification":true,"message":"If this address can be registered, a verification link is on its way. Verify your address, then sign in."}}
-   */
   async register({ request }: HttpContext) {
     const input = await request.validateUsing(registerValidator)
     await accounts.register(input, request.ip())
     return { registered: true, requiresVerification: true, message: NEUTRAL_REGISTRATION }
   }
 
-  /**
-   * @verifyEmail
-   * @summary Verify an e-mail address
-   * @description The link from the verification mail (single use, 24 hours). Answers a small HTML page to browsers, the envelope to JSON clients.
-   * @responseBody 200 - {"success":true,"data":{"verified":true,"message":"Your e-mail address is verified. You can sign in now."}}
-   */
   async verifyEmail({ params, request, response, view }: HttpContext) {
     const wantsHtml = request.accepts(['json', 'html']) === 'html'
     const onwards = { href: '/', label: 'Continue to Agent Host' }
@@ -73,13 +60,6 @@ export default class AuthController {
     }
   }
 
-  /**
-   * @resendVerification
-   * @summary Send a new verification link
-   * @description Neutral answer whatever the address; limited to 5 per address per hour (429 beyond).
-   * @requestBody {"email":"ada@example.com"}
-   * @responseBody 200 - {"success":true,"data":{"sent":true,"message":"If this address belongs to an unverified account, a new verification link is on its way."}}
-   */
   async resendVerification({ request }: HttpContext) {
     const { email } = await request.validateUsing(resendVerificationValidator)
     await accounts.resendVerification(email, request.ip())
@@ -90,13 +70,6 @@ export default class AuthController {
     }
   }
 
-  /**
-   * @login
-   * @summary Sign in
-   * @description Verified accounts only (403 EMAIL_NOT_VERIFIED). Also sets the platform_refresh cookie. 10 failures per e-mail and client within 15 minutes give 429.
-   * @requestBody {"email":"ada@example.com","password":"correct horse battery"}
-   * @responseBody 200 - {"success":true,"data":{"token":"eyJ...","refreshToken":"hrt_...","expiresIn":"7d","user":{"id":"3f6c...","email":"ada@example.com","username":"ada_l","tier":"free"}}}
-   */
   async login({ request, response }: HttpContext) {
     const { email, password } = await request.validateUsing(loginValidator)
     const result = await sessions.login(email, password, request.ip())
@@ -104,13 +77,6 @@ export default class AuthController {
     return result
   }
 
-  /**
-   * @refresh
-   * @summary Rotate the refresh token
-   * @description Takes the refresh token from the body or the platform_refresh cookie; returns a new JWT and refresh token. Reusing a rotated token revokes its whole family.
-   * @requestBody {"refreshToken":"hrt_..."}
-   * @responseBody 200 - {"success":true,"data":{"token":"eyJ...","refreshToken":"hrt_...","expiresIn":"7d"}}
-   */
   async refresh({ request, response }: HttpContext) {
     const { refreshToken } = await request.validateUsing(refreshValidator)
     // The cookie rides along with any cross-site request: only allowed origins may use it.
@@ -130,13 +96,6 @@ export default class AuthController {
     }
   }
 
-  /**
-   * @logout
-   * @summary Sign out
-   * @description Ends the JWT sent with it (`Authorization: Bearer <JWT>`: with the account's token version, every JWT of the account) and revokes the refresh token family (token from the body or cookie); clears the cookie. Either credential is enough.
-   * @requestBody {"refreshToken":"hrt_..."}
-   * @responseBody 200 - {"success":true,"data":{"loggedOut":true}}
-   */
   async logout({ request, response }: HttpContext) {
     const { refreshToken } = await request.validateUsing(refreshValidator)
     await sessions.logout(

@@ -11,22 +11,10 @@ import { readRefreshCookie } from '#identity/services/refresh_cookie'
 import { authenticateBearer, bearerFromHeader } from '#identity/services/token_authenticator'
 
 export default class DataExportController {
-  /**
-   * @store
-   * @summary Export my data
-   * @description Prepares a ZIP (profile, API keys without secrets, notifications, tickets, AI Credit ledger, agents, conversations, configurations with secrets masked, payments) and e-mails a signed download link valid 7 days. One export at a time (409 while one is in progress).
-   * @responseBody 200 - {"success":true,"data":{"status":"processing","message":"Your data export is being prepared; a download link will be e-mailed to you."}}
-   */
   async store({ auth }: HttpContext) {
     return requestExport(auth.getUserOrFail())
   }
 
-  /**
-   * @download
-   * @summary Download a data export
-   * @description The mailed link. Needs its valid signature AND the owner signed in: a JWT in the Authorization header, or, for a browser opening the link, the HttpOnly platform_refresh cookie of a live session.
-   * @responseBody 200 - application/zip
-   */
   async download({ params, request, response }: HttpContext) {
     if (!request.hasValidSignature(EXPORT_SIGNATURE_PURPOSE)) {
       throw new ForbiddenException('The download link is invalid or has expired')

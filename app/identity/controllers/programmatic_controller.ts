@@ -4,12 +4,6 @@ import { requestIdentity } from '#identity/guards/bearer_guard'
 import quotaService from '#identity/services/quota_service'
 
 export default class ProgrammaticController {
-  /**
-   * @me
-   * @summary My profile
-   * @description API key. `platformCredits` is a legacy field, always 0.
-   * @responseBody 200 - {"success":true,"data":{"id":"3f6c...","walletAddress":null,"referralCode":"K7QX2M9PAB","platformCredits":0,"aiCreditsBalance":500,"createdAt":"2025-01-01T00:00:00.000Z"}}
-   */
   async me(ctx: HttpContext) {
     // From the users row: no model is built for this hot read.
     const { row } = requestIdentity(ctx)
@@ -23,12 +17,6 @@ export default class ProgrammaticController {
     }
   }
 
-  /**
-   * @usage
-   * @summary Requests used today
-   * @description API key. Counts this request too; resets at 00:00 UTC.
-   * @responseBody 200 - {"success":true,"data":{"today":12,"limit":100,"remaining":88,"resetAt":"2025-01-02T00:00:00.000Z"}}
-   */
   async usage(ctx: HttpContext) {
     const quota = ctx.quota ?? (await quotaService.peek(ctx.auth.getUserOrFail() as User))
     return {

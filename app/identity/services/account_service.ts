@@ -9,7 +9,7 @@ import type { TierKey } from '#config/plans'
 import { RateLimitExceededException, ValidationException } from '#core/exceptions/api_exceptions'
 import User, { type Role } from '#identity/models/user'
 import { isAdminEmail } from '#identity/services/admin_emails'
-import { referralCode, randomToken, sha256 } from '#identity/services/secure_tokens'
+import { addressKey, referralCode, randomToken, sha256 } from '#identity/services/secure_tokens'
 import { canonicalEmail, clientAddressHash } from '#identity/services/person_signals'
 import { identityLimits } from '#config/identity'
 import { sendMailInBackground } from '#identity/services/mailer'
@@ -57,7 +57,7 @@ export function normalizeEmail(email: string): string {
 async function mayMail(email: string): Promise<boolean> {
   const response = await limiter
     .use({ requests: 3, duration: '1 hour' })
-    .increment(`account-mail:${email}`)
+    .increment(`account-mail:${addressKey(email)}`)
   return response.consumed <= 3
 }
 
@@ -267,7 +267,7 @@ export async function resendVerification(emailInput: string, ip: string): Promis
   const perClientLimit = identityLimits.verificationMailsPerClientPerHour
   const perAddress = await limiter
     .use({ requests: perAddressLimit, duration: '1 hour' })
-    .increment(`resend-verification:${email}`)
+    .increment(`resend-verification:${addressKey(email)}`)
   const perClient = await limiter
     .use({ requests: perClientLimit, duration: '1 hour' })
     .increment(`resend-verification-ip:${ip}`)

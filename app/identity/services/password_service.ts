@@ -9,7 +9,7 @@ import User from '#identity/models/user'
 import { passwordResetMail } from '#identity/mails/account_mails'
 import { normalizeEmail } from '#identity/services/account_service'
 import { sendMailInBackground } from '#identity/services/mailer'
-import { randomToken, sha256 } from '#identity/services/secure_tokens'
+import { addressKey, randomToken, sha256 } from '#identity/services/secure_tokens'
 import { revokeAllApiKeys } from '#identity/services/api_key_service'
 import { endJwts, issueSession } from '#identity/services/session_service'
 
@@ -65,7 +65,7 @@ export async function forgotPassword(emailInput: string, ip: string): Promise<vo
   if (!user || !user.isVerified || user.disabledAt) return
   const perAddress = await limiter
     .use({ requests: RESET_MAILS_PER_ADDRESS, duration: '1 hour' })
-    .increment(`password-forgot:${email}`)
+    .increment(`password-forgot:${addressKey(email)}`)
   if (perAddress.remaining < 0) return
   const token = randomToken()
   await db.table('password_reset_tokens').insert({

@@ -10,6 +10,15 @@ export function sha256(value: string): string {
   return createHash('sha256').update(value).digest('hex')
 }
 
+/**
+ * An e-mail address in a rate-limit key: its digest, of fixed length. The
+ * limiter's keys hold at most 255 characters, and an address may have 254
+ * (a longer key was a 500 on sign-in and on resending the verification).
+ */
+export function addressKey(email: string): string {
+  return sha256(email)
+}
+
 /** Unambiguous upper-case letters and digits (no 0/O, 1/I/L). */
 const CODE_ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789'
 

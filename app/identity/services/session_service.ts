@@ -14,7 +14,7 @@ import { normalizeEmail } from '#identity/services/account_service'
 import { clientAddressHash } from '#identity/services/person_signals'
 import { identityLimits } from '#config/identity'
 import { JWT_EXPIRES_IN, signJwt } from '#identity/services/jwt'
-import { randomToken, sha256 } from '#identity/services/secure_tokens'
+import { addressKey, randomToken, sha256 } from '#identity/services/secure_tokens'
 import { authenticateBearer, credentialKind } from '#identity/services/token_authenticator'
 
 export const REFRESH_TOKEN_PREFIX = 'hrt_'
@@ -120,14 +120,18 @@ export async function authenticate(emailInput: string, password: string, ip: str
           requests: identityLimits.loginFailuresPerAddress,
           duration: LOGIN_WINDOW,
         })
-        const [throttled, checked] = await acrossClients.penalize(`login-address:${email}`, () =>
-          checkPassword(email, password)
+        const [throttled, checked] = await acrossClients.penalize(
+          `login-address:${addressKey(email)}`,
+          () => checkPassword(email, password)
         )
         if (throttled) throw tooManyFailures(throttled.response.availableIn)
         return checked
       }
   const [clientThrottled, user] = await perClient.penalize(`login-client:${ip}`, async () => {
-    const [throttled, checked] = await perAddress.penalize(`login:${email}:${ip}`, verify)
+    const [throttled, checked] = await perAddress.penalize(
+      `login:${addressKey(email)}:${ip}`,
+      verify
+    )
     if (throttled) throw tooManyFailures(throttled.response.availableIn)
     return checked
   })
@@ -145,12 +149,12 @@ function knownClients() {
 
 /** Signed in to this e-mail's account from this client address in the last 30 days. */
 async function isKnownClient(email: string, ip: string): Promise<boolean> {
-  const seen = await knownClients().get(`login-known:${email}:${clientAddressHash(ip)}`)
+  const seen = await knownClients().get(`login-known:${addressKey(email)}:${clientAddressHash(ip)}`)
   return !!seen && seen.consumed > 0
 }
 
 async function rememberClient(email: string, ip: string) {
-  await knownClients().increment(`login-known:${email}:${clientAddressHash(ip)}`)
+  await knownClients().increment(`login-known:${addressKey(email)}:${clientAddressHash(ip)}`)
 }
 
 function tooManyFailures(availableIn: number) {

@@ -168,4 +168,21 @@ test.group('Input gate', (group) => {
     query.assertStatus(400)
     assert.equal(query.body().code, 'VALIDATION_ERROR')
   })
+
+  test('a JSON body must be an object: an array is a 400, even where every field is optional', async ({
+    assert,
+  }) => {
+    // It used to be read as an object keyed "0", "1"... (found by the fuzz on POST /auth/logout).
+    const answer = await fetch(`${baseUrl()}/auth/logout`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify([null, null]),
+    })
+    assert.equal(answer.status, 400)
+    assert.deepEqual(await answer.json(), {
+      success: false,
+      error: 'The request body must be a JSON object',
+      code: 'VALIDATION_ERROR',
+    })
+  })
 })

@@ -4,10 +4,12 @@ import type { RouteJSON } from '@adonisjs/core/types/http'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import { baseUrl } from '#tests/helpers/http'
 import openApiService, { isExcluded } from '#core/openapi/openapi_service'
-import { runAutoswagger } from '#core/openapi/autoswagger_engine'
+import vine from '@vinejs/vine'
 import { DocumentBuilder } from '#core/openapi/document_builder'
-import { validatorUsedBy } from '#core/openapi/controller_source'
+import { apiContracts, defineContracts } from '#core/openapi/contracts'
 import { CREDENTIAL_REQUIRED } from '#core/openapi/route_security'
+import { t } from '#core/openapi/shapes'
+import { GoneException, NotFoundException } from '#core/exceptions/api_exceptions'
 
 type Doc = Record<string, any>
 
@@ -185,27 +187,20 @@ test.group('OpenAPI document', () => {
       fake('/things/by-name/:name', 'GET', [{ name: 'optionalAuth' }]),
       fake('/open', 'POST', [{ name: '' }]),
     ]
-    const engine = await runAutoswagger({
+    // Routes without contracts are still described, from the router alone.
+    const { document, warnings } = await new DocumentBuilder({
       routes,
-      sourceRoot: null,
-      runtimeRoot: openApiService.sourceRoot()!,
-      ignore: [],
-      info: { title: 't', version: '1' },
-    })
-    const { document } = new DocumentBuilder({
-      routes,
-      engine,
+      contractOf: () => undefined,
       info: { title: 't', version: '1' },
       errorCodes: ['AUTH_REQUIRED'],
-      responseOverrides: {},
     }).build()
+    assert.lengthOf(warnings, 3)
 
     assert.deepEqual(document.paths['/things/{id}'].delete.security, [{ bearerAuth: [] }])
-    assert.equal(
+    const unauthorized =
       document.paths['/things/{id}'].delete.responses['401'].content['application/json'].schema
-        .$ref,
-      '#/components/schemas/ErrorEnvelope'
-    )
+    assert.equal(unauthorized.allOf[0].$ref, '#/components/schemas/ErrorEnvelope')
+    assert.deepEqual(unauthorized.properties.code.enum, ['AUTH_REQUIRED'])
     assert.deepEqual(document.paths['/things/by-name/{name}'].get.security, [
       {},
       { bearerAuth: [] },
@@ -213,7 +208,7 @@ test.group('OpenAPI document', () => {
     assert.deepEqual(document.paths['/open'].post.security, [])
   })
 
-  test('response and request shapes come from annotations and validators, in the envelope', async ({
+  test('response and request shapes come from the contracts and validators, in the envelope', async ({
     assert,
   }) => {
     const { doc } = await fetchDocument()
@@ -222,14 +217,13 @@ test.group('OpenAPI document', () => {
     assert.equal(health.summary, 'Service health')
     assert.include(health.description, 'migrations')
     const ok = health.responses['200'].content['application/json']
-    assert.deepEqual(ok.schema.properties.success, { type: 'boolean', example: true })
+    assert.deepEqual(ok.schema.properties.success, { const: true })
     assert.equal(ok.schema.properties.data.type, 'object')
     assert.equal(ok.schema.properties.data.properties.status.type, 'string')
     assert.equal(ok.schema.properties.data.properties.uptimeSecs.type, 'integer')
-    assert.equal(
-      health.responses['503'].content['application/json'].schema.$ref,
-      '#/components/schemas/ErrorEnvelope'
-    )
+    const unavailable = health.responses['503'].content['application/json'].schema
+    assert.equal(unavailable.allOf[0].$ref, '#/components/schemas/ErrorEnvelope')
+    assert.deepEqual(unavailable.properties.code.enum, ['SERVER_ERROR'])
 
     const envelope = doc.components.schemas.ErrorEnvelope
     assert.sameMembers(envelope.required, ['success', 'error', 'code'])
@@ -280,85 +274,114 @@ test.group('OpenAPI document', () => {
   })
 })
 
-test.group('OpenAPI generation from controller sources', () => {
-  test('JSDoc without the @method line is still read; JSON examples become valid schemas', async ({
+test.group('OpenAPI document from route contracts', () => {
+  test('every documented route has a contract, and every contract a live route', async ({
     assert,
   }) => {
-    const SampleController = () => import('#tests/fixtures/openapi/sample_controller')
+    const documented = new Set(
+      openApiService.documentedRoutes().map((route) => route.name ?? route.pattern)
+    )
+    const contracts = new Set(apiContracts.names())
+    assert.deepEqual([...documented].filter((name) => !contracts.has(name)).sort(), [])
+    assert.deepEqual([...contracts].filter((name) => !documented.has(name)).sort(), [])
+  })
+
+  test('a contract becomes an operation: validator body, query, shapes, failures', async ({
+    assert,
+  }) => {
     const route = {
-      pattern: '/samples',
+      pattern: '/samples/:id',
       methods: ['POST'],
       domain: 'root',
       meta: {},
       name: 'samples.store',
-      handler: {
-        method: 'store',
-        reference: [SampleController, 'store'],
-        name: 'SampleController',
-      },
+      handler: () => ({}),
+      matchers: { id: { match: /^[0-9]+$/ } },
       middleware: { all: () => new Set([{ name: 'auth' }]) },
     } as unknown as RouteJSON
-    const engine = await runAutoswagger({
-      routes: [route],
-      sourceRoot: openApiService.sourceRoot(),
-      runtimeRoot: openApiService.sourceRoot()!,
-      ignore: [],
-      info: { title: 't', version: '1' },
+    const contracts = defineContracts({
+      'samples.store': {
+        summary: 'Create a sample',
+        description: 'Makes one sample from a name and tags.',
+        body: vine.create({
+          name: vine.string().trim().minLength(2).maxLength(10),
+          tags: vine.array(vine.string()).optional(),
+          notes: vine.string().maxLength(50).optional(),
+        }),
+        query: vine.create({ dryRun: vine.boolean().optional() }),
+        responses: {
+          201: t.object({ id: t.uuid(), tags: t.array(t.string()), note: t.nullable(t.string()) }),
+        },
+        errors: [NotFoundException, GoneException],
+      },
     })
-    const { document } = new DocumentBuilder({
+    const { document, warnings } = await new DocumentBuilder({
       routes: [route],
-      engine,
+      contractOf: (name) => contracts[name as keyof typeof contracts],
       info: { title: 't', version: '1' },
-      errorCodes: ['VALIDATION_ERROR'],
-      responseOverrides: {},
+      errorCodes: ['VALIDATION_ERROR', 'NOT_FOUND', 'GONE', 'AUTH_REQUIRED'],
     }).build()
+    assert.deepEqual(warnings, [])
 
-    const op = document.paths['/samples'].post
+    const op = document.paths['/samples/{id}'].post
     assert.equal(op.summary, 'Create a sample')
     assert.equal(op.description, 'Makes one sample from a name and tags.')
+    assert.equal(op.operationId, 'samples.store')
     assert.deepEqual(op.security, [{ bearerAuth: [] }])
+    // The route's matcher is the path parameter's pattern.
+    assert.deepInclude(op.parameters, {
+      in: 'path',
+      name: 'id',
+      required: true,
+      schema: { type: 'string', pattern: '^[0-9]+$' },
+    })
+    const dryRun = op.parameters.find((p: Doc) => p.name === 'dryRun')
+    assert.equal(dryRun.in, 'query')
+    assert.isFalse(dryRun.required)
 
     const body = op.requestBody.content['application/json'].schema
-    assert.equal(body.properties.name.type, 'string')
-    assert.deepEqual(body.properties.tags, {
-      type: 'array',
-      items: { type: 'string', example: 'x' },
-    })
-    assert.equal(body.properties.nested.properties.n.type, 'integer')
+    assert.isTrue(op.requestBody.required)
+    assert.deepEqual(body.required, ['name'])
+    // VineJS drops unknown properties rather than refusing them: any gated JSON may stand there.
+    assert.deepEqual(body.additionalProperties, { $ref: '#/components/schemas/GatedJsonValue' })
+    assert.property(document.components.schemas, 'GatedJsonValue')
+    // VineJS reads null as absent: an optional field may be null.
+    assert.deepEqual(body.properties.notes.type, ['string', 'null'])
+    // Trimmed: the lengths are those of the text inside the whitespace; no control characters.
+    assert.notProperty(body.properties.name, 'minLength')
+    const name = new RegExp(body.properties.name.pattern)
+    for (const accepted of ['ab', '  ab  ', 'a b', 'abcdefghij']) assert.match(accepted, name)
+    for (const refused of ['a', '  a  ', 'abcdefghijk', 'a\u0000b']) assert.notMatch(refused, name)
+    // Free text keeps its lengths and allows line breaks, not other control characters.
+    assert.equal(body.properties.notes.maxLength, 50)
+    assert.match('line\nbreak', new RegExp(body.properties.notes.pattern))
+    assert.notMatch('bell\u0007', new RegExp(body.properties.notes.pattern))
 
-    const created = op.responses['201'].content['application/json']
-    assert.deepEqual(created.schema.properties.success, { type: 'boolean', const: true })
-    assert.equal(created.schema.properties.data.properties.id.format, 'uuid')
-    assert.deepEqual(created.example, {
-      success: true,
-      data: { id: '5f0c6b8e-3a7c-4c1e-9f7a-2b1d3c4e5f60', tags: ['x'] },
-    })
-    assert.isTrue(engine.warnings.some((w) => w.includes('@responseBody 204')))
+    const created = op.responses['201'].content['application/json'].schema
+    assert.deepEqual(created.properties.success, { const: true })
+    assert.sameMembers(created.properties.data.required, ['id', 'tags', 'note'])
+    assert.deepEqual(created.properties.data.properties.note, { type: ['string', 'null'] })
+
+    const codes = (status: string) =>
+      op.responses[status].content['application/json'].schema.properties.code.enum
+    assert.deepEqual(codes('400'), ['VALIDATION_ERROR'])
+    assert.deepEqual(codes('401'), ['AUTH_REQUIRED'])
+    assert.deepEqual(codes('404'), ['NOT_FOUND'])
+    assert.deepEqual(codes('410'), ['GONE'])
+    assert.deepEqual(codes('413'), ['VALIDATION_ERROR'])
 
     const result = await new Validator().validate(document)
     assert.isTrue(result.valid, JSON.stringify(result.errors, null, 2))
   })
 
-  test('the validator a handler passes to validateUsing is found in its source', ({ assert }) => {
-    const source = `
-export default class AgentsController {
-  async index({ request }: HttpContext) {
-    const query = await request.validateUsing(listAgentsValidator)
-    return query
-  }
-
-  async store({ request }: HttpContext) {
-    const { name } = { name: '}' }
-    const payload = await request.validateUsing(createAgentValidator, { meta: {} })
-    return { name, payload }
-  }
-}`
-    assert.equal(validatorUsedBy(source, 'index'), 'listAgentsValidator')
-    assert.equal(validatorUsedBy(source, 'store'), 'createAgentValidator')
-    assert.isNull(validatorUsedBy(source, 'destroy'))
+  test('a retired route is deprecated and answers only 410 GONE', async ({ assert }) => {
+    const { doc } = await fetchDocument()
+    const retired = doc.paths['/features/subscribe-with-credits'].post
+    assert.isTrue(retired.deprecated)
+    assert.sameMembers(Object.keys(retired.responses), ['410', 'default'])
   })
 
-  test('fields marked @nullable may be null in the documented success answer', async ({
+  test('fields that may be null are nullable in the documented success answer', async ({
     assert,
   }) => {
     const { doc } = await fetchDocument()

@@ -129,6 +129,21 @@ test.group('Sign-in', () => {
     assert.equal(wrong.body.code, 'AUTH_REQUIRED')
   })
 
+  test('a 254-character e-mail is an ordinary unknown address, not a 500', async ({ assert }) => {
+    // The rate-limit keys held the address and passed the limiter's 255 characters (fuzz finding).
+    const longest = `${'a'.repeat(64)}@${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(56)}.test`
+    assert.lengthOf(longest, 254)
+    const signIn = await login(longest)
+    assert.equal(signIn.status, 401)
+    assert.equal(signIn.body.code, 'AUTH_REQUIRED')
+    const resend = await fetch(`${baseUrl()}/auth/resend-verification`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: longest }),
+    })
+    assert.equal(resend.status, 200)
+  })
+
   test('an unverified account is refused with EMAIL_NOT_VERIFIED', async ({ assert }) => {
     const user = await createUser({ verified: false })
     const response = await login(user.email)
