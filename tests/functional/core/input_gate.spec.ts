@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { test } from '@japa/runner'
 import router from '@adonisjs/core/services/router'
 import { isExcluded } from '#core/openapi/openapi_service'
@@ -83,7 +84,10 @@ test.group('Input gate', (group) => {
     const failures: string[] = []
     for (const { method, route } of routes()) {
       const path = route.pattern
-        .replace(/:(\w+)\??/g, (_, name) => (name === 'id' ? agentId : 'x'))
+        // Parameters with a uuid matcher (`:id`, `:backupId`) must match it to reach the gate.
+        .replace(/:(\w+)\??/g, (_, name) =>
+          name === 'id' ? agentId : name.endsWith('Id') ? randomUUID() : 'x'
+        )
         .replace(/\*/g, 'x')
       const token = route.pattern.startsWith('/api/v1') ? apiKey : jwt
       for (const bad of BAD_STRINGS) {
