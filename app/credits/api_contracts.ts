@@ -86,6 +86,8 @@ export default defineContracts({
     description:
       "A positive integer, or null to remove it. Hosted and proxied model calls of the account are refused with 402 INSUFFICIENT_CREDITS once the month's spending would pass it; at 80 % and 100 % the owner is notified once a month.",
     body: accountBudgetValidator,
+    // Null removes the budget, but the field must be there (the validator's nullable, not optional).
+    bodyRules: { required: ['monthlyCredits'] },
     responses: { 200: accountBudget },
   },
 })
