@@ -1,5 +1,5 @@
 import db from '@adonisjs/lucid/services/db'
-import { likePrefix, pageOf, pageWindow, type Page } from '#core/database/list_pages'
+import { likePrefix, newestFirstPage, type Page } from '#core/database/list_pages'
 import Agent, { type AgentStatus } from '#agents/models/agent'
 import { isUuid } from '#agents/services/agent_access'
 
@@ -54,13 +54,7 @@ export async function agentsPage(
       )
     }
   }
-  const { offset, limit } = pageWindow(page, size)
-  const rows = await query
-    .orderBy('a.created_at', 'desc')
-    .orderBy('a.id')
-    .offset(offset)
-    .limit(limit)
-  return pageOf(rows, page, size)
+  return newestFirstPage(query, page, size, { createdAt: 'a.created_at', id: 'a.id' })
 }
 
 /** An account's agents, newest first (the first 50). */

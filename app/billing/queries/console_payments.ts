@@ -1,5 +1,5 @@
 import db from '@adonisjs/lucid/services/db'
-import { likePrefix, pageOf, pageWindow, type Page } from '#core/database/list_pages'
+import { likePrefix, newestFirstPage, type Page } from '#core/database/list_pages'
 import { isUuid } from '#identity/services/api_key_tokens_provider'
 
 /**
@@ -52,13 +52,7 @@ export async function paymentsPage(
     if (isUuid(term)) query.where('p.user_id', term)
     else query.whereRaw('lower(u.email) like ?', [likePrefix(term)])
   }
-  const { offset, limit } = pageWindow(page, size)
-  const rows = await query
-    .orderBy('p.created_at', 'desc')
-    .orderBy('p.id')
-    .offset(offset)
-    .limit(limit)
-  return pageOf(rows, page, size)
+  return newestFirstPage(query, page, size, { createdAt: 'p.created_at', id: 'p.id' })
 }
 
 /** An account's payments, newest first (the latest 20). */

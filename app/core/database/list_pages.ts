@@ -1,3 +1,5 @@
+import type { DatabaseQueryBuilderContract } from '@adonisjs/lucid/types/querybuilder'
+
 /**
  * Paged lists without counting: a page fetches one row more than it shows
  * to know whether a next page exists (no count(*) over a large table per
@@ -10,13 +12,22 @@ export interface Page<T> {
   hasMore: boolean
 }
 
-/** The offset and limit that fetch page `page` (from 1) and one row more. */
-export function pageWindow(page: number, size: number): { offset: number; limit: number } {
-  return { offset: (page - 1) * size, limit: size + 1 }
-}
-
-/** The rows fetched with `pageWindow` as the page they show. */
-export function pageOf<T>(rows: T[], page: number, size: number): Page<T> {
+/**
+ * Page `page` (from 1) of `query`, newest first by `createdAt` with ties in
+ * `id` order: it fetches one row more than it shows to tell whether a next
+ * page exists.
+ */
+export async function newestFirstPage<T>(
+  query: DatabaseQueryBuilderContract<any>,
+  page: number,
+  size: number,
+  columns: { createdAt: string; id: string } = { createdAt: 'created_at', id: 'id' }
+): Promise<Page<T>> {
+  const rows: T[] = await query
+    .orderBy(columns.createdAt, 'desc')
+    .orderBy(columns.id)
+    .offset((page - 1) * size)
+    .limit(size + 1)
   return { rows: rows.slice(0, size), page, hasMore: rows.length > size }
 }
 

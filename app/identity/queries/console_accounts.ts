@@ -1,6 +1,6 @@
 import db from '@adonisjs/lucid/services/db'
 import { NotFoundException } from '#core/exceptions/api_exceptions'
-import { likePrefix, pageOf, pageWindow, type Page } from '#core/database/list_pages'
+import { likePrefix, newestFirstPage, type Page } from '#core/database/list_pages'
 import User, { type Role } from '#identity/models/user'
 import { isUuid } from '#identity/services/api_key_tokens_provider'
 
@@ -52,9 +52,7 @@ export async function accountsPage(
       )
     }
   }
-  const { offset, limit } = pageWindow(page, size)
-  const rows = await query.orderBy('created_at', 'desc').orderBy('id').offset(offset).limit(limit)
-  return pageOf(rows, page, size)
+  return newestFirstPage(query, page, size)
 }
 
 /** The account with this id; 404 for anything else (a malformed id too). */
