@@ -260,6 +260,30 @@ test.group('Console: pages', () => {
     assert.lengthOf([...page.html.matchAll(/aria-current=page/g)], 1)
     assert.notInclude(page.html, '@if(')
   })
+
+  test('a list pages newest first: 25 rows and a next link, then the rest', async ({ assert }) => {
+    const prefix = `pager${Date.now()}`
+    const emails: string[] = []
+    for (let i = 0; i < 26; i++) {
+      emails.push(`${prefix}-${String(i).padStart(2, '0')}@example.test`)
+      await createUser({ email: emails[i] })
+    }
+    // The oldest by a clear margin (two inserts may share a millisecond).
+    await db
+      .from('users')
+      .where('email', emails[0])
+      .update({ created_at: new Date(Date.now() - 86_400_000) })
+    const visitor = await ConsoleVisitor.signedIn(await createUser({ role: 'support' }))
+    const listed = (html: string) => emails.filter((email) => html.includes(email))
+    const first = await visitor.get(`/console/accounts?q=${prefix}`)
+    assert.lengthOf(listed(first.html), 25)
+    assert.notInclude(listed(first.html), emails[0], 'the oldest is on the next page')
+    assert.include(first.html, 'rel="next"')
+    const second = await visitor.get(`/console/accounts?q=${prefix}&page=2`)
+    assert.deepEqual(listed(second.html), [emails[0]])
+    assert.notInclude(second.html, 'rel="next"')
+    assert.include(second.html, 'rel="prev"')
+  })
 })
 
 test.group('Console: agent lifecycle actions', (group) => {
