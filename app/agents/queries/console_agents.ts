@@ -1,7 +1,7 @@
 import db from '@adonisjs/lucid/services/db'
 import { likePrefix, newestFirstPage, type Page } from '#core/database/list_pages'
 import Agent, { type AgentStatus } from '#agents/models/agent'
-import { isUuid } from '#agents/services/agent_access'
+import { isUuid } from '#core/http/ids'
 
 /**
  * Agents as the staff console reads them (docs/console.md): the search list,

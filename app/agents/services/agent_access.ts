@@ -1,13 +1,8 @@
+import { isUuid } from '#core/http/ids'
 import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
 import { NotFoundException } from '#core/exceptions/api_exceptions'
 import Agent from '#agents/models/agent'
 import { preparedQuery } from '#core/database/prepared_query'
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-
-export function isUuid(value: unknown): value is string {
-  return typeof value === 'string' && UUID.test(value)
-}
 
 /** The plain read's prepared statements (name and text), by extra select expressions. */
 const selectById = new Map<string, { name: string; text: string }>()

@@ -1,7 +1,7 @@
 import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
 import { NotFoundException } from '#core/exceptions/api_exceptions'
 import AgentConfigVersion from '#agents/models/agent_config_version'
-import { isUuid } from '#agents/services/agent_access'
+import { isUuid } from '#core/http/ids'
 import { maskSecrets } from '#agents/services/config_secrets'
 
 /** Snapshots listed at most (newest first). */

@@ -4,7 +4,7 @@ import logger from '@adonisjs/core/services/logger'
 import type { PeriodicJob } from '#core/jobs/periodic_jobs'
 import { backupConfig } from '#config/backups'
 import Agent from '#agents/models/agent'
-import { isUuid } from '#agents/services/agent_access'
+import { isUuid } from '#core/http/ids'
 import { agentFoldersWithArchives, removeAgentArchives } from '#backups/services/backup_store'
 
 /**

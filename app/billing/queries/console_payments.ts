@@ -1,6 +1,6 @@
 import db from '@adonisjs/lucid/services/db'
 import { likePrefix, newestFirstPage, type Page } from '#core/database/list_pages'
-import { isUuid } from '#identity/services/api_key_tokens_provider'
+import { isUuid } from '#core/http/ids'
 
 /**
  * Payments as the staff console reads them (docs/console.md): the list

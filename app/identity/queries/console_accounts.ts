@@ -2,7 +2,7 @@ import db from '@adonisjs/lucid/services/db'
 import { NotFoundException } from '#core/exceptions/api_exceptions'
 import { likePrefix, newestFirstPage, type Page } from '#core/database/list_pages'
 import User, { type Role } from '#identity/models/user'
-import { isUuid } from '#identity/services/api_key_tokens_provider'
+import { isUuid } from '#core/http/ids'
 
 /**
  * Accounts as the staff console reads them (docs/console.md): the search

@@ -6,7 +6,8 @@ import {
   ValidationException,
 } from '#core/exceptions/api_exceptions'
 import User from '#identity/models/user'
-import { ApiKeyTokensProvider, isUuid } from '#identity/services/api_key_tokens_provider'
+import { ApiKeyTokensProvider } from '#identity/services/api_key_tokens_provider'
+import { isUuid } from '#core/http/ids'
 import { authCache } from '#identity/services/auth_cache'
 
 /** Keys one account may hold at once. */

@@ -1,3 +1,4 @@
+import { isUuid } from '#core/http/ids'
 import { createHash } from 'node:crypto'
 import { DateTime } from 'luxon'
 import type { Secret } from '@adonisjs/core/helpers'
@@ -12,12 +13,6 @@ const API_KEY_TYPE = 'api_key'
 
 /** `last_used_at` is written at most this often per key (not on every call). */
 const LAST_USED_RESOLUTION_MS = 5 * 60 * 1000
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-
-export function isUuid(value: unknown): value is string {
-  return typeof value === 'string' && UUID.test(value)
-}
 
 /** A verified key together with the raw users row it belongs to (one query). */
 export interface VerifiedApiKey {

@@ -20,7 +20,7 @@ import DataExport from '#identity/models/data_export'
 import User from '#identity/models/user'
 import { exportReadyMail } from '#identity/mails/account_mails'
 import { exportSections, maskSecretFields } from '#identity/services/export_sections'
-import { isUuid } from '#identity/services/api_key_tokens_provider'
+import { isUuid } from '#core/http/ids'
 import { sendMailInBackground } from '#identity/services/mailer'
 import { notify } from '#identity/services/notification_service'
 

@@ -1,7 +1,7 @@
 import { DateTime } from 'luxon'
 import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
 import Notification from '#identity/models/notification'
-import { isUuid } from '#identity/services/api_key_tokens_provider'
+import { isUuid } from '#core/http/ids'
 
 export interface NotificationInput {
   /** Machine-readable kind, e.g. `welcome`, `export_ready`, `payment_received`. */

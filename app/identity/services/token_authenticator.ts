@@ -3,7 +3,8 @@ import db from '@adonisjs/lucid/services/db'
 import { authCache } from '#identity/services/auth_cache'
 import User from '#identity/models/user'
 import { AuthRequiredException } from '#core/exceptions/api_exceptions'
-import { API_KEY_PREFIX, isUuid } from '#identity/services/api_key_tokens_provider'
+import { API_KEY_PREFIX } from '#identity/services/api_key_tokens_provider'
+import { isUuid } from '#core/http/ids'
 import { verifyJwt } from '#identity/services/jwt'
 
 /** The two bearer credentials: dashboard JWTs and `hk_` API keys. */

@@ -6,7 +6,7 @@ import type { PeriodicJob } from '#core/jobs/periodic_jobs'
 import { tierPlan } from '#config/plans'
 import type User from '#identity/models/user'
 import Agent from '#agents/models/agent'
-import { isUuid } from '#identity/services/api_key_tokens_provider'
+import { isUuid } from '#core/http/ids'
 import { chatWithAgent } from '#chat/services/chat_service'
 import {
   checkCron,

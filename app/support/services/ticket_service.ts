@@ -1,7 +1,7 @@
 import db from '@adonisjs/lucid/services/db'
 import emitter from '@adonisjs/core/services/emitter'
 import { NotFoundException } from '#core/exceptions/api_exceptions'
-import { isUuid } from '#identity/services/api_key_tokens_provider'
+import { isUuid } from '#core/http/ids'
 import SupportTicket, { type TicketCategory } from '#support/models/support_ticket'
 import SupportTicketReply from '#support/models/support_ticket_reply'
 
