@@ -59,7 +59,7 @@ export interface BackupView {
   createdAt: string
 }
 
-interface BackupRow {
+export interface BackupRow {
   id: string
   agent_id: string
   kind: BackupKind
@@ -69,7 +69,8 @@ interface BackupRow {
   created_at: Date
 }
 
-function present(row: BackupRow): BackupView {
+/** A stored backup row as the API and the console show it. */
+export function presentBackup(row: BackupRow): BackupView {
   return {
     id: row.id,
     kind: row.kind,
@@ -161,7 +162,7 @@ async function storeBackup(
       })
       .returning('*')
     await pruneBackups(agent.id, kind)
-    return present(row)
+    return presentBackup(row)
   } catch (error) {
     // The agent was deleted meanwhile (foreign key), or the database failed: no stray file.
     await unlink(target).catch(() => {})
@@ -188,7 +189,7 @@ export async function listBackups(agentId: string): Promise<BackupView[]> {
     .where('agent_id', agentId)
     .orderBy('created_at', 'desc')
     .orderBy('id', 'desc')
-  return rows.map(present)
+  return rows.map(presentBackup)
 }
 
 export async function findBackup(agentId: string, backupId: unknown): Promise<BackupView> {
@@ -196,7 +197,7 @@ export async function findBackup(agentId: string, backupId: unknown): Promise<Ba
     ? await db.from('agent_backups').where('agent_id', agentId).where('id', backupId).first()
     : null
   if (!row) throw new NotFoundException('Backup not found')
-  return present(row)
+  return presentBackup(row)
 }
 
 async function removeBackup(agentId: string, backupId: string): Promise<void> {

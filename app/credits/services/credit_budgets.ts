@@ -125,7 +125,7 @@ interface Spend {
  * Index-only range scans over debits (credit_ledger_user_spend,
  * credit_ledger_agent_spend).
  */
-async function spendOf(
+export async function spendOf(
   context: BudgetContext,
   month: BudgetMonth,
   exceptHoldId: string | null
