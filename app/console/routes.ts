@@ -48,6 +48,7 @@ router
           .where('action', /^(start|stop|restart|sleep)$/)
           .as('agent.action')
         router.post('/accounts/:id/plan', [Actions, 'setPlan']).as('account.plan')
+        router.post('/support/:id/restore', [Actions, 'restoreBackup']).as('ticket.restore')
       })
       .use(middleware.consoleAuth({ role: 'operator' }))
 

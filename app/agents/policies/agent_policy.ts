@@ -69,4 +69,26 @@ export default class AgentPolicy extends BasePolicy {
   operateAsStaff(staff: User, _agent: Agent): AuthorizerResponse {
     return staffRole(staff, 'operator')
   }
+
+  /**
+   * Console: restore one of the agent's backups from a support ticket, the
+   * role of the lifecycle actions (a restore stops and restarts the
+   * container and rewrites its state); a ticket acts on its holder's
+   * agents only.
+   */
+  restoreBackupForTicket(
+    staff: User,
+    agent: Agent,
+    ticket: { userId: string }
+  ): AuthorizerResponse {
+    const role = staffRole(staff, 'operator')
+    if (role !== true) return role
+    return (
+      agent.userId === ticket.userId ||
+      AuthorizationResponse.deny(
+        "This agent is not the ticket holder's: a ticket restores its holder's agents only",
+        403
+      )
+    )
+  }
 }

@@ -12,6 +12,7 @@ import {
   grantAsStaff,
   replyAsStaff,
   resendVerificationAsStaff,
+  restoreBackupAsStaff,
   setDisabledAsStaff,
   setPlanAsStaff,
   setRoleAsStaff,
@@ -22,10 +23,12 @@ import {
   assignValidator,
   grantValidator,
   planValidator,
+  restoreBackupValidator,
   roleValidator,
   staffReplyValidator,
   ticketStatusValidator,
 } from '#console/validators/console_validators'
+import { utc } from '#console/services/view_helpers'
 
 /**
  * Form posts of the console. Each one is CSRF-checked (shield), authorized
@@ -102,6 +105,21 @@ export default class ConsoleActionsController {
     const result = await agentActionAsStaff(staff, agent, action)
     session.flash('notice', `Agent ${result.status}`)
     return response.redirect(`/console/agents/${params.id}`)
+  }
+
+  /** From a ticket: one of its holder's agents back to one of its backups (operators). */
+  async restoreBackup({ bouncer, staff, params, request, response, session }: HttpContext) {
+    const { agentId, backupId } = await request.validateUsing(restoreBackupValidator)
+    const ticket = await findTicket(params.id)
+    const agent = await findAgent(agentId)
+    await bouncer.with(AgentPolicy).authorize('restoreBackupForTicket', agent, ticket)
+    const { backup, preRestoreBackup } = await restoreBackupAsStaff(staff, ticket, agent, backupId)
+    session.flash(
+      'notice',
+      `${agent.name} restored to its ${backup.kind} backup of ${utc(backup.createdAt)}; ` +
+        `its state before is kept as a pre-restore backup (${preRestoreBackup.id})`
+    )
+    return response.redirect(`/console/support/${params.id}`)
   }
 
   async reply({ bouncer, staff, params, request, response, session }: HttpContext) {

@@ -68,9 +68,9 @@ export default class ConsolePagesController {
     return view.render('console/pages/support', { q: q ?? '', status, page, result, counts })
   }
 
-  async ticket({ view, params, session }: HttpContext) {
+  async ticket({ view, params, session, staff }: HttpContext) {
     return view.render('console/pages/ticket', {
-      ...(await ticketDetail(params.id)),
+      ...(await ticketDetail(params.id, { withBackups: atLeast(staff.role, 'operator') })),
       notice: session.flashMessages.get('notice'),
     })
   }

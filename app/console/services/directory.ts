@@ -12,6 +12,8 @@ import { containerOf } from '#agents/services/agent_views'
 import { maskSecrets } from '#agents/services/config_secrets'
 import { feedOf } from '#agents/services/feed_service'
 import { entriesOf } from '#credits/services/credit_ledger'
+import { budgetsOfAgent } from '#credits/queries/console_budgets'
+import { backupsOfAccountAgents, latestBackupsOf } from '#backups/queries/console_backups'
 import { paymentsOfAccount } from '#billing/queries/console_payments'
 import { ticketForStaff, ticketsOfAccount } from '#support/services/ticket_desk'
 import { schedulesOfAgent } from '#schedules/services/schedule_service'
@@ -46,17 +48,29 @@ export async function accountDetail(userId: string) {
 export async function agentDetail(agentId: string) {
   const agent = await findAgent(agentId)
   const runtime: any = await app.container.make('runtime')
-  const [owner, feed, container, logs, monitoring, schedules, channels, containerField] =
-    await Promise.all([
-      accountLinkOf(agent.userId),
-      feedOf(agent.id, 20),
-      runtime.status(agent.id).catch(() => null),
-      runtime.logs(agent.id, { tail: 50 }).catch(() => ''),
-      agentMonitoring(agent.id),
-      schedulesOfAgent(agent.id),
-      channelStatesOf(agent.id),
-      containerOf(agent).catch(() => 'unknown'),
-    ])
+  const [
+    owner,
+    feed,
+    container,
+    logs,
+    monitoring,
+    schedules,
+    channels,
+    containerField,
+    backups,
+    budgets,
+  ] = await Promise.all([
+    accountLinkOf(agent.userId),
+    feedOf(agent.id, 20),
+    runtime.status(agent.id).catch(() => null),
+    runtime.logs(agent.id, { tail: 50 }).catch(() => ''),
+    agentMonitoring(agent.id),
+    schedulesOfAgent(agent.id),
+    channelStatesOf(agent.id),
+    containerOf(agent).catch(() => 'unknown'),
+    latestBackupsOf(agent.id),
+    budgetsOfAgent(agent.id),
+  ])
   return {
     agent,
     owner,
@@ -66,6 +80,8 @@ export async function agentDetail(agentId: string) {
     monitoring,
     schedules,
     channels,
+    backups,
+    budgets,
     containerField,
     actions: agentActionsFor(containerField),
     phase: phaseOf(agent.id, containerField),
@@ -73,13 +89,17 @@ export async function agentDetail(agentId: string) {
   }
 }
 
-/** A ticket with its thread and the staff it can be assigned to. */
-export async function ticketDetail(ticketId: string) {
+/**
+ * A ticket with its thread and the staff it can be assigned to; for those
+ * who may restore (`withBackups`: operators), its holder's agents' backups.
+ */
+export async function ticketDetail(ticketId: string, options: { withBackups: boolean }) {
   const [ticket, staffMembers] = await Promise.all([
     ticketForStaff(ticketId),
     enabledAccountsWithRoles(staffRoles),
   ])
-  return { ...ticket, staffMembers }
+  const restorable = options.withBackups ? await backupsOfAccountAgents(ticket.ticket.userId) : []
+  return { ...ticket, staffMembers, restorable }
 }
 
 /** An agent's live figures; a stopped or sleeping agent shows zeros, not an error. */

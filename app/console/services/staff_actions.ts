@@ -13,6 +13,7 @@ import type { TicketStatus } from '#support/models/support_ticket'
 import { addStaffReply, assignTicket, setTicketStatus } from '#support/services/ticket_desk'
 import { audit } from '#console/services/audit_service'
 import { setPlanByStaff } from '#billing/services/staff_plan'
+import { findBackup, restoreBackup } from '#backups/services/backup_service'
 import type { TierKey } from '#config/plans'
 import { atLeast } from '#identity/services/staff_roles'
 
@@ -144,6 +145,38 @@ export async function agentActionAsStaff(actor: User, agent: Agent, action: Agen
     after: { ...result },
   })
   return result
+}
+
+/**
+ * Restores one of `agent`'s backups for the holder of `ticket` (the
+ * controller made sure the agent is theirs) through the backups service,
+ * which saves the current state first as a pre-restore backup; then the
+ * audit entry and an internal note on the ticket say what was restored and
+ * where the state before went. An unknown backup, or one of another agent,
+ * is findBackup's 404 before anything changes.
+ */
+export async function restoreBackupAsStaff(
+  actor: User,
+  ticket: SupportTicket,
+  agent: Agent,
+  backupId: string
+) {
+  const backup = await findBackup(agent.id, backupId)
+  const { preRestoreBackup } = await restoreBackup(agent, backup.id)
+  await audit(actor, {
+    action: 'agent.restore_backup',
+    targetType: 'agent',
+    targetId: agent.id,
+    after: { restoredFrom: backup.id, preRestoreBackup: preRestoreBackup.id, ticketId: ticket.id },
+  })
+  await addStaffReply(
+    actor,
+    ticket,
+    `Restored agent "${agent.name}" (${agent.id}) to its ${backup.kind} backup ${backup.id} ` +
+      `of ${backup.createdAt}. Its state before was saved as pre-restore backup ${preRestoreBackup.id}.`,
+    true
+  )
+  return { backup, preRestoreBackup }
 }
 
 export async function replyAsStaff(

@@ -31,6 +31,11 @@ export function utcText(iso: string | null): string {
   return iso ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` : ''
 }
 
+/** An instant as plain text in the fixed UTC form, where markup cannot go (a select's options, a notice). */
+export function utc(value: Instant): string {
+  return utcText(isoInstant(value))
+}
+
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
 /**
@@ -70,5 +75,22 @@ export function auditChanges(
     .filter((change) => change.before !== change.after)
 }
 
+const BYTE_UNITS = ['B', 'KB', 'MB', 'GB', 'TB']
+
+/** A size in bytes the way people read it: "512 B", "3.4 KB", "120 MB" (units of 1024). */
+export function bytes(value: number | string | null | undefined): string {
+  let size = Number(value)
+  if (!Number.isFinite(size) || size < 0) return '—'
+  let unit = 0
+  while (size >= 1024 && unit < BYTE_UNITS.length - 1) {
+    size /= 1024
+    unit++
+  }
+  const digits = unit === 0 || size >= 100 ? 0 : 1
+  return `${size.toFixed(digits)} ${BYTE_UNITS[unit]}`
+}
+
 edge.global('when', when)
+edge.global('bytes', bytes)
+edge.global('utc', utc)
 edge.global('auditChanges', auditChanges)

@@ -46,3 +46,9 @@ export const planValidator = vine.create({
   until: vine.date({ formats: ['YYYY-MM-DD'] }).optional(),
   reason: vine.string().trim().minLength(3).maxLength(500),
 })
+
+/** Restore from a ticket: one of the holder's agents and one of its backups. */
+export const restoreBackupValidator = vine.create({
+  agentId: vine.string().trim().uuid(),
+  backupId: vine.string().trim().uuid(),
+})
