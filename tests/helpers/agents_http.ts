@@ -107,6 +107,35 @@ export async function storedConfigOf(agentId: string): Promise<Record<string, un
   return decryptSecrets(agent.config)
 }
 
+/** A file of the agent's workspace through the API (undefined when it is not there). */
+export async function readWorkspaceFile(
+  client: ApiClient,
+  jwt: string,
+  agentId: string,
+  path: string
+): Promise<string | undefined> {
+  const answer = await client
+    .get(`/agents/${agentId}/container-files/read`)
+    .qs({ path })
+    .bearerToken(jwt)
+  return answer.status() === 200 ? (answer.body().data.content as string) : undefined
+}
+
+/** Writes a file of the agent's workspace through the API (200 asserted). */
+export async function writeWorkspaceFile(
+  client: ApiClient,
+  jwt: string,
+  agentId: string,
+  path: string,
+  content: string
+) {
+  const answer = await client
+    .put(`/agents/${agentId}/container-files`)
+    .bearerToken(jwt)
+    .json({ path, content })
+  answer.assertStatus(200)
+}
+
 /** The agent's local folders (process driver, the app's storage). */
 export function foldersOf(agentId: string): AgentPaths {
   return agentPaths(agentsDir(app.appRoot), agentId)

@@ -14,8 +14,10 @@ import {
   chatWithContainer,
   createFixtureAgent,
   foldersOf,
+  readWorkspaceFile,
   storedConfigOf,
   waitUntilServing,
+  writeWorkspaceFile,
 } from '#tests/helpers/agents_http'
 import {
   alteredArchive,
@@ -36,22 +38,6 @@ function workLeftovers(): string[] {
   }
 }
 
-async function readFile(client: any, jwt: string, agentId: string, path: string) {
-  const answer = await client
-    .get(`/agents/${agentId}/container-files/read`)
-    .qs({ path })
-    .bearerToken(jwt)
-  return answer.status() === 200 ? (answer.body().data.content as string) : undefined
-}
-
-async function writeFile(client: any, jwt: string, agentId: string, path: string, content: string) {
-  const answer = await client
-    .put(`/agents/${agentId}/container-files`)
-    .bearerToken(jwt)
-    .json({ path, content })
-  answer.assertStatus(200)
-}
-
 /** A running fixture agent with a file, memory, a schedule, knowledge and a secret; and its first backup. */
 async function agentWithBackup(client: any, owner: { id: string }) {
   const jwt = jwtFor(owner)
@@ -59,7 +45,7 @@ async function agentWithBackup(client: any, owner: { id: string }) {
     config: { personality: 'Calm', apiKey: 'sk-kept-secret' },
   })
   await waitUntilServing(agent.id)
-  await writeFile(client, jwt, agent.id, 'notes.txt', 'before the backup')
+  await writeWorkspaceFile(client, jwt, agent.id, 'notes.txt', 'before the backup')
   await chatWithContainer(agent.id, '__remember__ color=blue')
   await client
     .post(`/agents/${agent.id}/schedules`)
@@ -127,8 +113,8 @@ test.group('Agent backups', (group) => {
     assert.deepEqual(knowledge, [{ filename: 'faq.txt', content: 'The shop opens at nine.' }])
 
     // Changes after the backup...
-    await writeFile(client, jwt, agent.id, 'notes.txt', 'changed after the backup')
-    await writeFile(client, jwt, agent.id, 'later.txt', 'made after the backup')
+    await writeWorkspaceFile(client, jwt, agent.id, 'notes.txt', 'changed after the backup')
+    await writeWorkspaceFile(client, jwt, agent.id, 'later.txt', 'made after the backup')
     await client
       .delete(`/agents/${agent.id}/knowledge/faq.txt`)
       .bearerToken(jwt)
@@ -142,8 +128,8 @@ test.group('Agent backups', (group) => {
     assert.equal(restored.body().data.restoredFrom, backup.id)
     assert.equal(restored.body().data.preRestoreBackup.kind, 'pre-restore')
     await waitUntilServing(agent.id)
-    assert.equal(await readFile(client, jwt, agent.id, 'notes.txt'), 'before the backup')
-    assert.isUndefined(await readFile(client, jwt, agent.id, 'later.txt'))
+    assert.equal(await readWorkspaceFile(client, jwt, agent.id, 'notes.txt'), 'before the backup')
+    assert.isUndefined(await readWorkspaceFile(client, jwt, agent.id, 'later.txt'))
     const memory = await client.get(`/agents/${agent.id}/memory`).bearerToken(jwt)
     assert.equal(memory.body().data.memory.color, 'blue')
     const files = await client.get(`/agents/${agent.id}/knowledge`).bearerToken(jwt)
@@ -252,7 +238,10 @@ test.group('Agent backups', (group) => {
     assert.equal(copy.name, agent.name)
     assert.notProperty(copy.config, 'apiKey')
     await waitUntilServing(copy.id)
-    assert.equal(await readFile(client, importerJwt, copy.id, 'notes.txt'), 'before the backup')
+    assert.equal(
+      await readWorkspaceFile(client, importerJwt, copy.id, 'notes.txt'),
+      'before the backup'
+    )
     const schedules = await client.get(`/agents/${copy.id}/schedules`).bearerToken(importerJwt)
     assert.deepEqual(
       schedules.body().data.map((schedule: any) => schedule.name),
@@ -270,7 +259,7 @@ test.group('Agent backups', (group) => {
     assert.equal(clone.name, `${agent.name} (copy)`)
     assert.notEqual(clone.id, agent.id)
     await waitUntilServing(clone.id)
-    assert.equal(await readFile(client, jwt, clone.id, 'notes.txt'), 'before the backup')
+    assert.equal(await readWorkspaceFile(client, jwt, clone.id, 'notes.txt'), 'before the backup')
     const config = await storedConfigOf(clone.id)
     assert.equal(config.apiKey, 'sk-kept-secret', 'a clone keeps secrets')
     const memory = await client.get(`/agents/${clone.id}/memory`).bearerToken(jwt)
