@@ -1,6 +1,6 @@
 /**
  * Server time of every console page with 10,000 accounts and 20,000 agents
- * (plus tickets, payments and audit entries) in the database.
+ * (plus backups, debits, tickets, payments and audit entries) in the database.
  *
  *   DATABASE_URL=postgres://.../empty_db node --import @poppinss/ts-exec bench/console/index.ts
  *     [--requests 40] [--port 4104]
@@ -115,9 +115,25 @@ async function seed(db: pg.Client) {
        '{"aiCreditsBalance":0}', '{"aiCreditsBalance":100}', now() - (i || ' seconds')::interval
      from generate_series(1, 5000) i`
   )
+  // Backup rows (no archives: the pages read metadata only) and hosted-call debits over two
+  // months, which the agent page's backups and budget sections read.
+  await db.query(
+    `insert into agent_backups (id, agent_id, kind, size, sha256, include_secrets, created_at)
+     select gen_random_uuid(), a.id, (array['manual','daily','pre-restore'])[k], 4096 * k,
+       md5(a.id::text || k) || md5(k || a.id::text), false, now() - (k || ' days')::interval
+     from agents a cross join generate_series(1, 3) k`
+  )
+  await db.query(
+    `insert into credit_ledger (id, user_id, kind, credits, balance_after, provider, model, metadata, created_at)
+     select gen_random_uuid(), a.user_id, 'llm', -(1 + i % 50), 0, 'bench', 'bench-model',
+       jsonb_build_object('agentId', a.id), now() - ((i % 60) || ' days')::interval
+     from generate_series(1, 100000) i
+     join lateral (select id, user_id from agents where slug = 'agent-' || (1 + i % $1::int)) a on true`,
+    [AGENTS]
+  )
   await db.query('analyze')
   console.log(
-    `seeded ${ACCOUNTS} accounts, ${AGENTS} agents, 3000 tickets, 5000 payments, 5000 audit entries in ${((Date.now() - started) / 1000).toFixed(1)} s`
+    `seeded ${ACCOUNTS} accounts, ${AGENTS} agents (3 backups each), 100000 debits, 3000 tickets, 5000 payments, 5000 audit entries in ${((Date.now() - started) / 1000).toFixed(1)} s`
   )
 }
 
