@@ -79,6 +79,7 @@ const BYTE_UNITS = ['B', 'KB', 'MB', 'GB', 'TB']
 
 /** A size in bytes the way people read it: "512 B", "3.4 KB", "120 MB" (units of 1024). */
 export function bytes(value: number | string | null | undefined): string {
+  if (value === null || value === undefined || value === '') return '—'
   let size = Number(value)
   if (!Number.isFinite(size) || size < 0) return '—'
   let unit = 0
