@@ -1,20 +1,22 @@
-import { posix } from 'node:path'
 import type Docker from 'dockerode'
-import type { RenderedFile } from '#plugins/types'
 import { agentPaths, removeAgentFolders } from '#runtime/agent_paths'
 import { dockerNames, LABELS } from '#runtime/docker/container_spec'
 import { DockerDriver, type DockerDriverOptions } from '#runtime/docker/docker_driver'
 import { parseOwner, type DockerRecord } from '#runtime/docker/docker_record'
 import { ignoreStatus } from '#runtime/docker/engine_calls'
-import { renderedFilesArchive } from '#runtime/docker/rendered_files'
-import { statInContainer } from '#runtime/docker/docker_files'
 import { renderedSkillFiles } from '#runtime/skill_files'
-import type { ContainerInfo, CreateRequest, DriverName } from '#runtime/types'
-import { buildServiceSpec, RECORD_LABELS, SERVICE_NAME_LABEL } from '#runtime/swarm/service_spec'
+import type { ContainerLaunch } from '#plugins/types'
+import type { ContainerInfo, CreateRequest, DriverName, WorkspaceFiles } from '#runtime/types'
+import { NodeEngines } from '#runtime/swarm/node_engines'
+import { buildServiceSpec, RECORD_LABELS } from '#runtime/swarm/service_spec'
+import { layoutOf, removeVolume, StateSync, taskOf } from '#runtime/swarm/state_sync'
+import { StateStore, type StateDatabase } from '#runtime/swarm/state_store'
 
 export interface SwarmDriverOptions extends DockerDriverOptions {
   /** Host that reaches the routing mesh's published ports (SWARM_PUBLISH_HOST). Default 127.0.0.1. */
   publishHost?: string
+  /** Where agents' state lives between nodes (PostgreSQL) and the key it is encrypted with. */
+  state: { db: StateDatabase; key: Buffer; snapshotEveryMs?: number; tickMs?: number }
 }
 
 /** Task states on the way to running. */
@@ -36,21 +38,36 @@ function sleep(ms: number) {
 
 /**
  * The `swarm` driver: each agent is a Docker Swarm service of one replica
- * (`agent-host-<id>`), so the swarm schedules, restarts and limits it, on
- * an existing engine spanning many machines. What the docker driver keeps
- * in a file on the service's host lives on the service itself (labels), so
- * any service instance can drive any agent. Stop and sleep scale it to 0
- * (its state volume stays); start scales it to 1. The state volume is made
- * and filled on the node of the engine this service talks to, and the
- * service is pinned there (`node.id==...`): a volume plugin shared by all
- * nodes would let it move (docs/runtime.md). Container-level calls (files,
- * logs, usage) go to the newest task container of the service.
+ * (`agent-host-<id>`), so the swarm schedules, restarts and limits it, and
+ * places it on any node. What the docker driver keeps in a file on the
+ * service's host lives on the service itself (labels), so any service
+ * instance can drive any agent. Stop and sleep scale it to 0; start scales
+ * it to 1. The agent's state is not on a node: each task gets a fresh
+ * volume filled from the snapshot store before its framework starts, and
+ * ships its state back every 30 s and when it ends (state_sync.ts), so
+ * the swarm may start it anywhere, also after losing its node.
+ * Container-level calls (files, logs, usage) go to the task's container
+ * through its node's engine (node_engines.ts).
  */
 export class SwarmDriver extends DockerDriver {
   override readonly name: DriverName = 'swarm'
+  readonly #nodes: NodeEngines
+  readonly #store: StateStore
+  readonly #sync: StateSync
 
   constructor(protected readonly swarmOptions: SwarmDriverOptions) {
     super(swarmOptions)
+    this.#nodes = new NodeEngines(this.engine)
+    this.#store = new StateStore(swarmOptions.state.db, swarmOptions.state.key)
+    this.#sync = new StateSync({
+      manager: this.engine,
+      nodes: this.#nodes,
+      store: this.#store,
+      snapshotEveryMs: swarmOptions.state.snapshotEveryMs,
+      tickMs: swarmOptions.state.tickMs,
+      log: (message, detail) => this.log(message, detail),
+    })
+    this.#sync.start()
   }
 
   #service(agentId: string) {
@@ -62,25 +79,27 @@ export class SwarmDriver extends DockerDriver {
     return ignoreStatus(this.#service(agentId).inspect(), 404)
   }
 
+  /** The service's tasks, newest first (none when it has no service). */
   async #tasks(agentId: string): Promise<any[]> {
-    const tasks = (await this.engine.listTasks({
-      filters: { service: [dockerNames(agentId).container] },
-    })) as any[]
+    const listed = this.engine.listTasks({ filters: { service: [dockerNames(agentId).container] } })
+    const tasks = ((await ignoreStatus(listed, 404)) ?? []) as any[]
     return tasks.sort((a, b) => String(b.CreatedAt).localeCompare(String(a.CreatedAt)))
   }
 
-  #prepName(agentId: string) {
-    return `${dockerNames(agentId).container}-prep`
-  }
-
+  /**
+   * The container of the task meant to run, else of the newest task that had
+   * one (a stopped agent's files), on its node's engine. None: a name that
+   * answers 404.
+   */
   protected override async containerOf(agentId: string): Promise<Docker.Container> {
-    const containers = await this.engine.listContainers({
-      all: true,
-      filters: { label: [`${SERVICE_NAME_LABEL}=${dockerNames(agentId).container}`] },
-    })
-    const newest = containers.sort((a, b) => b.Created - a.Created)[0]
-    // No task yet: the preparation container holds the state volume (or nothing: 404 on use).
-    return this.engine.getContainer(newest?.Id ?? this.#prepName(agentId))
+    const listed = await this.#tasks(agentId)
+    const tasks = listed.map((raw) => taskOf(raw, agentId))
+    const task =
+      tasks.find((item) => item.desiredState === 'running' && item.containerId) ??
+      tasks.find((item) => item.containerId)
+    if (!task) return this.engine.getContainer(`${dockerNames(agentId).container}-none`)
+    const engine = await this.#nodes.engineOf(task.nodeId)
+    return engine.getContainer(task.containerId!)
   }
 
   protected override async readRecord(agentId: string): Promise<DockerRecord | undefined> {
@@ -88,17 +107,23 @@ export class SwarmDriver extends DockerDriver {
     if (!service) return undefined
     const labels = service.Spec?.Labels ?? {}
     return {
+      ...layoutOf(labels),
       framework: labels[LABELS.framework],
-      statePath: labels[RECORD_LABELS.statePath],
-      workspacePath: labels[RECORD_LABELS.workspacePath],
       containerPort: Number(labels[RECORD_LABELS.containerPort]),
-      owner: parseOwner(labels[RECORD_LABELS.user] || undefined),
       stoppedByUser: service.Spec?.Mode?.Replicated?.Replicas === 0,
     }
   }
 
   /** The service's labels are the record. */
   protected override async writeRecord(): Promise<void> {}
+
+  /** The framework's whole command line: the image's entrypoint, then the command. */
+  async #argv(launch: ContainerLaunch): Promise<string[]> {
+    const image = (await this.engine.getImage(launch.image).inspect()) as {
+      Config?: { Entrypoint?: string[] | null; Cmd?: string[] | null }
+    }
+    return [...(image.Config?.Entrypoint ?? []), ...(launch.command ?? image.Config?.Cmd ?? [])]
+  }
 
   override async create({
     spec,
@@ -113,8 +138,6 @@ export class SwarmDriver extends DockerDriver {
       this.watch(agentId, 0)
       return this.inspect(agentId)
     }
-    if (existing) await this.#removeService(agentId)
-
     const context = {
       agentId,
       config: spec.config,
@@ -126,60 +149,38 @@ export class SwarmDriver extends DockerDriver {
       paths: plugin.containerPaths,
     }
     const launch = await this.resolveImage(plugin.containerLaunch(context))
-    const owner = parseOwner(launch.user)
-    await this.ensureVolume(agentId)
-
-    // The rendered files go into the state volume through a container that never starts.
-    const prep = await this.#prepContainer(agentId, launch.image, plugin.containerPaths.state)
-    const files: RenderedFile[] = []
-    for (const file of [
+    const argv = await this.#argv(launch)
+    const files = [
       ...(await plugin.renderFiles(context)),
       ...renderedSkillFiles(plugin, spec.skills),
-    ]) {
-      if (file.onlyIfMissing) {
-        const base =
-          file.root === 'state' ? plugin.containerPaths.state : plugin.containerPaths.workspace
-        if (await statInContainer(prep, posix.join(base, file.path))) continue
-      }
-      files.push(file)
+    ]
+    const layout = {
+      statePath: plugin.containerPaths.state,
+      workspacePath: plugin.containerPaths.workspace,
+      owner: parseOwner(launch.user),
     }
-    await prep.putArchive(renderedFilesArchive(files, plugin.containerPaths, owner), {
-      path: plugin.containerPaths.state,
+    // The last task's final writes go to the store before its service (and container) goes.
+    await this.#store.withAgent(agentId, { wait: true }, async (state) => {
+      await this.#sync.settle(state, layout)
+      await state.setRendered(files)
     })
-
-    const info = (await this.engine.info()) as { Swarm?: { NodeID?: string } }
-    const nodeId = info.Swarm?.NodeID
-    if (!nodeId) throw new Error('This Docker engine is not part of a swarm (docker swarm init)')
+    if (existing) await this.#removeService(agentId)
     await this.engine.createService(
       buildServiceSpec({
         agentId,
         framework: plugin.name,
         launch,
+        argv,
         containerPort: plugin.defaultPort,
         statePath: plugin.containerPaths.state,
         workspacePath: plugin.containerPaths.workspace,
         resources: { ...plugin.resources, ...spec.resources },
         maxRestarts: this.options.maxRestarts ?? 5,
-        constraints: [`node.id==${nodeId}`],
         replicas: 0,
         runId: containerId,
       }) as never
     )
     return this.inspect(agentId)
-  }
-
-  async #prepContainer(agentId: string, image: string, statePath: string) {
-    const name = this.#prepName(agentId)
-    await ignoreStatus(this.engine.getContainer(name).remove({ force: true }), 404)
-    return this.engine.createContainer({
-      name,
-      Image: image,
-      Labels: { [LABELS.managed]: 'true', [LABELS.agentId]: agentId },
-      HostConfig: {
-        Mounts: [{ Type: 'volume', Source: dockerNames(agentId).volume, Target: statePath }],
-        NetworkMode: 'none',
-      },
-    })
   }
 
   /**
@@ -211,6 +212,7 @@ export class SwarmDriver extends DockerDriver {
     if (!(await this.#scale(agentId, 1))) {
       throw new Error(`Agent ${agentId} has no swarm service`)
     }
+    this.#sync.poke()
     this.watch(agentId, 0)
     const info = await this.inspect(agentId)
     this.emit({
@@ -236,18 +238,22 @@ export class SwarmDriver extends DockerDriver {
         break
       await sleep(250)
     }
+    // Its state as it stopped goes to the store: the next start may be on another node.
+    const record = await this.readRecord(agentId)
+    if (record) {
+      await this.#store.withAgent(agentId, { wait: true }, (state) =>
+        this.#sync.settle(state, record)
+      )
+    }
     if (before.state === 'running') this.emit({ type: 'stopped', agentId, at: new Date() })
   }
 
   async #removeService(agentId: string) {
     await ignoreStatus(this.#service(agentId).remove(), 404)
-    // Task containers go away after the service: the volume is free only then.
+    // Task containers go away after the service, each on its node.
     const deadline = Date.now() + 30_000
     while (Date.now() < deadline) {
-      const left = await this.engine.listContainers({
-        all: true,
-        filters: { label: [`${SERVICE_NAME_LABEL}=${dockerNames(agentId).container}`] },
-      })
+      const left = await this.#tasks(agentId)
       if (left.length === 0) return
       await sleep(250)
     }
@@ -256,11 +262,22 @@ export class SwarmDriver extends DockerDriver {
   override async remove(agentId: string): Promise<void> {
     this.unwatch(agentId)
     await this.#removeService(agentId)
-    await ignoreStatus(
-      this.engine.getContainer(this.#prepName(agentId)).remove({ force: true }),
-      404
-    )
-    await ignoreStatus(this.engine.getVolume(dockerNames(agentId).volume).remove(), 404)
+    await this.#store.remove(agentId)
+    // Every node's containers and volumes of the agent (a node down now keeps its own until swept).
+    for (const node of await this.#nodes.nodes()) {
+      if (!node.ready) continue
+      const engine = await this.#nodes.engineOf(node.id).catch(() => undefined)
+      if (!engine) continue
+      const label = `${LABELS.agentId}=${agentId}`
+      for (const container of await engine.listContainers({
+        all: true,
+        filters: { label: [label] },
+      })) {
+        await ignoreStatus(engine.getContainer(container.Id).remove({ force: true }), 404, 409)
+      }
+      const { Volumes } = await engine.listVolumes({ filters: { label: [label] } })
+      for (const volume of Volumes ?? []) await removeVolume(engine, volume.Name)
+    }
     await removeAgentFolders(agentPaths(this.options.agentsDir, agentId))
   }
 
@@ -319,9 +336,29 @@ export class SwarmDriver extends DockerDriver {
   /** Where a node's published ports are reached: SWARM_PUBLISH_HOST, else the node's address. */
   async #nodeAddress(nodeId: string): Promise<string> {
     if (this.swarmOptions.publishHost) return this.swarmOptions.publishHost
-    const node = await ignoreStatus(this.engine.getNode(nodeId).inspect(), 404)
-    const address = (node as { Status?: { Addr?: string } } | undefined)?.Status?.Addr
-    return address && address !== '0.0.0.0' ? address : '127.0.0.1'
+    const node = await this.#nodes.node(nodeId)
+    return node?.address ?? '127.0.0.1'
+  }
+
+  /**
+   * A stopped agent's files are those of its last task's volume: a change
+   * there marks its state for the next start to take again.
+   */
+  override files(agentId: string): WorkspaceFiles {
+    const files = super.files(agentId)
+    const changed = async <T>(result: T) => {
+      const service = await this.#inspectService(agentId)
+      if (service?.Spec?.Mode?.Replicated?.Replicas === 0) {
+        await this.#store.withAgent(agentId, { wait: true }, (state) => state.dirty())
+      }
+      return result
+    }
+    return {
+      list: (path) => files.list(path),
+      read: (path) => files.read(path),
+      write: (path, content) => files.write(path, content).then(changed),
+      delete: (path) => files.delete(path).then(changed),
+    }
   }
 
   override async sweep(keepAgentIds: string[]): Promise<string[]> {
@@ -339,5 +376,10 @@ export class SwarmDriver extends DockerDriver {
       }
     }
     return stopped
+  }
+
+  override async close(): Promise<void> {
+    await this.#sync.close()
+    await super.close()
   }
 }

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -8,6 +8,7 @@ import { dockerConfigured } from '#runtime/docker/docker_driver'
 import { dockerNames } from '#runtime/docker/container_spec'
 import { RuntimeService } from '#runtime/runtime_service'
 import { SwarmDriver } from '#runtime/swarm/swarm_driver'
+import { lucidStateDatabase } from '#runtime/swarm/lucid_state'
 import { fixtureSpec, testRegistry } from '#tests/helpers/runtime'
 
 /**
@@ -33,9 +34,10 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
   let initialised = false
   const drivers: SwarmDriver[] = []
   const created: string[] = []
+  const state = { db: lucidStateDatabase, key: randomBytes(32) }
 
   function swarmRuntime(): { runtime: RuntimeService; driver: SwarmDriver } {
-    const driver = new SwarmDriver({ agentsDir, pollIntervalMs: 500, stopGraceMs: 3000 })
+    const driver = new SwarmDriver({ agentsDir, pollIntervalMs: 500, stopGraceMs: 3000, state })
     drivers.push(driver)
     return { driver, runtime: undefined as unknown as RuntimeService }
   }
@@ -51,9 +53,9 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
   })
   group.teardown(async () => {
     if (!agentsDir) return
-    const cleanup = new SwarmDriver({ agentsDir })
+    const cleanup = new SwarmDriver({ agentsDir, state })
     for (const agentId of created) await cleanup.remove(agentId).catch(() => undefined)
-    for (const driver of drivers) await driver.close()
+    for (const driver of [...drivers, cleanup]) await driver.close()
     if (initialised) await docker.swarmLeave({ force: true }).catch(() => undefined)
     await rm(agentsDir, { recursive: true, force: true })
   })
@@ -86,7 +88,10 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       assert.equal(task.Resources.Reservations.MemoryBytes, 256 * 1024 * 1024)
       assert.equal(task.Resources.Limits.Pids, 64)
       assert.equal(task.RestartPolicy.Condition, 'on-failure')
-      assert.match(task.Placement.Constraints[0], /^node\.id==/)
+      // Not pinned to a node: the task starts behind the gate that waits for its state.
+      assert.isUndefined(task.Placement?.Constraints)
+      assert.deepEqual(task.ContainerSpec.Command.slice(0, 2), ['/bin/sh', '-c'])
+      assert.include(task.ContainerSpec.Env, 'AGENT_HOST_TASK={{.Task.ID}}')
 
       const reply = await runtime.chat(agentId, {
         conversationId: 'c',
@@ -105,7 +110,7 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       const scaled = await docker.getService(dockerNames(agentId).container).inspect()
       assert.equal(scaled.Spec.Mode.Replicated.Replicas, 0, 'stopping scales to 0')
 
-      // The state volume kept the file: a new task sees it.
+      // The state kept the file: a new task (on a fresh volume) sees it.
       await runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 120_000 })
       const again = await runtime.files(agentId)
       assert.deepEqual(await again.read('notes/a.txt'), { content: 'in a task', size: 9 })
@@ -113,8 +118,10 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       await runtime.remove(agentId)
       const removedStatus = await runtime.status(agentId)
       assert.equal(removedStatus.state, 'absent')
-      const volumes = await docker.listVolumes({ filters: { name: [dockerNames(agentId).volume] } })
-      assert.lengthOf(volumes.Volumes ?? [], 0, 'its volume is gone')
+      const volumes = await docker.listVolumes({
+        filters: { label: [`agent-host.agent-id=${agentId}`] },
+      })
+      assert.lengthOf(volumes.Volumes ?? [], 0, 'its volumes are gone')
     })
 
   test('two service instances creating one agent at once make one service, never two')

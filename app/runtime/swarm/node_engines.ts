@@ -1,0 +1,102 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import Docker from 'dockerode'
+import { ignoreStatus } from '#runtime/docker/engine_calls'
+
+/** The node label naming a node's own Engine API (`tcp://10.0.0.12:2376`, `https://...`). */
+export const ENGINE_LABEL = 'agent-host.engine'
+
+/** What the manager says of a node. */
+export interface NodeView {
+  id: string
+  ready: boolean
+  address: string | null
+}
+
+/**
+ * A Docker client for `url` (`tcp://host:port`, `http://...`, `https://...`).
+ * TLS (https, or tcp with DOCKER_TLS_VERIFY) takes its certificates from
+ * DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem), as the docker CLI does.
+ */
+export function engineAt(url: string): Docker {
+  const parsed = new URL(url)
+  const tls = parsed.protocol === 'https:' || Boolean(process.env.DOCKER_TLS_VERIFY)
+  const certs = process.env.DOCKER_CERT_PATH
+  return new Docker({
+    host: parsed.hostname,
+    port: Number(parsed.port) || (tls ? 2376 : 2375),
+    protocol: tls ? 'https' : 'http',
+    ...(tls && certs
+      ? {
+          ca: readFileSync(join(certs, 'ca.pem')),
+          cert: readFileSync(join(certs, 'cert.pem')),
+          key: readFileSync(join(certs, 'key.pem')),
+        }
+      : {}),
+  })
+}
+
+/**
+ * Each swarm node's own Engine API. A swarm manager schedules services but
+ * answers container calls (files, logs, usage, archives) only for its own
+ * node: a task on another node is reached through that node's engine, named
+ * by the node's `agent-host.engine` label (docs/runtime.md "Many machines").
+ * The manager's own node is the manager's engine.
+ */
+export class NodeEngines {
+  readonly #engines = new Map<string, { url: string; engine: Docker }>()
+  #ownNodeId?: Promise<string | undefined>
+
+  constructor(private readonly manager: Docker) {}
+
+  async #managerNodeId(): Promise<string | undefined> {
+    this.#ownNodeId ??= this.manager
+      .info()
+      .then((info: { Swarm?: { NodeID?: string } }) => info.Swarm?.NodeID || undefined)
+      .catch((error) => {
+        this.#ownNodeId = undefined
+        throw error
+      })
+    return this.#ownNodeId
+  }
+
+  /** The node as the manager sees it, or undefined when the swarm has no such node. */
+  async node(nodeId: string): Promise<(NodeView & { engineUrl?: string }) | undefined> {
+    const node = (await ignoreStatus(this.manager.getNode(nodeId).inspect(), 404)) as any
+    if (!node) return undefined
+    const address = node.Status?.Addr
+    return {
+      id: nodeId,
+      ready: node.Status?.State === 'ready',
+      address: address && address !== '0.0.0.0' ? address : null,
+      engineUrl: node.Spec?.Labels?.[ENGINE_LABEL],
+    }
+  }
+
+  /** Every node of the swarm. */
+  async nodes(): Promise<NodeView[]> {
+    const nodes = (await this.manager.listNodes()) as any[]
+    return nodes.map((node) => ({
+      id: node.ID,
+      ready: node.Status?.State === 'ready',
+      address: node.Status?.Addr && node.Status.Addr !== '0.0.0.0' ? node.Status.Addr : null,
+    }))
+  }
+
+  /** The engine of `nodeId`; throws when the node is unknown or names no engine. */
+  async engineOf(nodeId: string): Promise<Docker> {
+    if (nodeId === (await this.#managerNodeId())) return this.manager
+    const node = await this.node(nodeId)
+    if (!node) throw new Error(`swarm node ${nodeId} is gone`)
+    if (!node.engineUrl) {
+      throw new Error(
+        `swarm node ${nodeId} has no ${ENGINE_LABEL} label: docker node update --label-add ${ENGINE_LABEL}=tcp://<address>:2376 ${nodeId}`
+      )
+    }
+    const known = this.#engines.get(nodeId)
+    if (known?.url === node.engineUrl) return known.engine
+    const engine = engineAt(node.engineUrl)
+    this.#engines.set(nodeId, { url: node.engineUrl, engine })
+    return engine
+  }
+}
