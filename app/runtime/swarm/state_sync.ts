@@ -34,28 +34,32 @@ export interface StateSyncOptions {
 }
 
 /** How long a node's engine may take to begin answering before the node counts as lost. */
-const NODE_CALL_MS = 10_000
+const NODE_CALL_MS = 5000
 /** How long snapshots skip a node whose engine did not answer. */
 const UNREACHABLE_PAUSE_MS = 30_000
 const GC_EVERY_MS = 60_000
 /** Periodic snapshots under way at once (each reads a whole state volume). */
 const MAX_SHIPPING = 4
 
-/** A node that does not answer in time is lost for this step; any other refusal is not fatal. */
-function rethrowTimeout(error: unknown): false {
-  if (/no answer in/.test(String(error))) throw error
-  return false
-}
+/** A node's engine that did not answer in time (its node is probably lost). */
+class NodeSilent extends Error {}
 
-function withTimeout<T>(work: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`${what}: no answer in ${NODE_CALL_MS} ms`)),
-      NODE_CALL_MS
-    )
-  })
-  return Promise.race([work, timeout]).finally(() => clearTimeout(timer))
+/**
+ * `call` with a signal that aborts its request when the node's engine has not
+ * answered within NODE_CALL_MS (a lost node's address may swallow packets for
+ * minutes). A stream already answering is not cut.
+ */
+async function inTime<T>(what: string, call: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController()
+  const timer = setTimeout(() => controller.abort(), NODE_CALL_MS)
+  try {
+    return await call(controller.signal)
+  } catch (error) {
+    if (controller.signal.aborted) throw new NodeSilent(`${what}: no answer in ${NODE_CALL_MS} ms`)
+    throw error
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 export function taskOf(raw: any, agentId: string): AgentTask {
@@ -190,9 +194,9 @@ export class StateSync {
   }
 
   async #gateOf(container: Docker.Container, layout: StateLayout): Promise<string | null> {
-    const stream = await ignoreStatus(
-      container.getArchive({ path: `${layout.statePath}/${GATE_FILE}` }),
-      404
+    const path = `${layout.statePath}/${GATE_FILE}`
+    const stream = await inTime('gate', (abortSignal) =>
+      ignoreStatus(container.getArchive({ path, abortSignal } as never), 404)
     )
     if (!stream) return null
     const chunks: Buffer[] = []
@@ -212,8 +216,8 @@ export class StateSync {
       task.agentId,
       { wait: false },
       async (state) => {
-        const container = await withTimeout(this.#container(task), 'engine')
-        if ((await withTimeout(this.#gateOf(container, layout), 'gate')) === task.id) {
+        const container = await this.#container(task)
+        if ((await this.#gateOf(container, layout)) === task.id) {
           if (state.row.releasedTask !== task.id) await state.released(task.id)
           return true
         }
@@ -261,7 +265,7 @@ export class StateSync {
       this.#shippedAt.set(task.agentId, Date.now())
     } catch (error) {
       // Its node may be lost (the manager says so only after its heartbeats lapse): leave it be.
-      if (/no answer in/.test(String(error))) {
+      if (error instanceof NodeSilent) {
         this.#unreachable.set(task.nodeId, Date.now() + UNREACHABLE_PAUSE_MS)
       }
       throw error
@@ -269,14 +273,22 @@ export class StateSync {
   }
 
   async #snapshot(state: AgentState, task: AgentTask, layout: StateLayout, final: boolean) {
-    const container = await withTimeout(this.#container(task), 'engine')
+    const container = await this.#container(task)
     // Paused for the copy when it runs: one moment of its files, as after a power cut.
     const paused =
-      !final && (await withTimeout(container.pause(), 'pause').then(() => true, rethrowTimeout))
+      !final &&
+      (await inTime('pause', (abortSignal) => container.pause({ abortSignal })).then(
+        () => true,
+        (error) => {
+          // Refused (not running any more): copied as it is. Silent: its node is probably lost.
+          if (error instanceof NodeSilent) throw error
+          return false
+        }
+      ))
     try {
-      const archive = await withTimeout(
-        container.getArchive({ path: `${layout.statePath}/.` }),
-        'snapshot'
+      const path = `${layout.statePath}/.`
+      const archive = await inTime('snapshot', (abortSignal) =>
+        container.getArchive({ path, abortSignal } as never)
       )
       const changed = await state.writeSnapshot(archive, { taskId: task.id, final })
       if (changed) {
@@ -289,7 +301,9 @@ export class StateSync {
         })
       }
     } finally {
-      if (paused) await withTimeout(container.unpause(), 'unpause').catch(() => {})
+      if (paused) {
+        await inTime('unpause', (abortSignal) => container.unpause({ abortSignal })).catch(() => {})
+      }
     }
   }
 
