@@ -56,6 +56,7 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
         cacheDir,
         images: settings.images,
         publishHost: process.env.SWARM_PUBLISH_HOST,
+        sleep: process.env.SWARM_SLEEP === 'pause' ? 'pause' : 'stop',
         state: { db: lucidStateDatabase, key: swarmStateKey(settings.appKey ?? '') },
         log: settings.log,
       })

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import Docker from 'dockerode'
+import { LABELS } from '#runtime/docker/container_spec'
 import { ignoreStatus } from '#runtime/docker/engine_calls'
 
 /** The node label naming a node's own Engine API (`tcp://10.0.0.12:2376`, `https://...`). */
@@ -99,4 +100,30 @@ export class NodeEngines {
     this.#engines.set(nodeId, { url: node.engineUrl, engine })
     return engine
   }
+
+  /** Every ready node's containers and volumes of the agent (a node down keeps its own until swept). */
+  async removeAgent(agentId: string): Promise<void> {
+    const label = `${LABELS.agentId}=${agentId}`
+    for (const node of await this.nodes()) {
+      if (!node.ready) continue
+      const engine = await this.engineOf(node.id).catch(() => undefined)
+      if (!engine) continue
+      const containers = await engine.listContainers({ all: true, filters: { label: [label] } })
+      for (const container of containers) {
+        await ignoreStatus(engine.getContainer(container.Id).remove({ force: true }), 404, 409)
+      }
+      const { Volumes } = await engine.listVolumes({ filters: { label: [label] } })
+      for (const volume of Volumes ?? []) await removeVolume(engine, volume.Name)
+    }
+  }
+}
+
+/** Removes a volume and the ended containers that hold it (running ones keep it). */
+export async function removeVolume(engine: Docker, name: string) {
+  const holders = await engine.listContainers({ all: true, filters: { volume: [name] } })
+  for (const holder of holders) {
+    if (holder.State === 'running' || holder.State === 'paused') return
+    await ignoreStatus(engine.getContainer(holder.Id).remove({ force: true }), 404, 409)
+  }
+  await ignoreStatus(engine.getVolume(name).remove(), 404, 409)
 }

@@ -4,7 +4,7 @@ import { parseOwner, type DockerRecord } from '#runtime/docker/docker_record'
 import { ignoreStatus } from '#runtime/docker/engine_calls'
 import { putRenderedFiles } from '#runtime/docker/rendered_files'
 import { createTar, parseTar } from '#runtime/files/tar'
-import type { NodeEngines } from '#runtime/swarm/node_engines'
+import { removeVolume, type NodeEngines } from '#runtime/swarm/node_engines'
 import { GATE_FILE, RECORD_LABELS, taskVolumeName } from '#runtime/swarm/service_spec'
 import type { AgentState, StateStore } from '#runtime/swarm/state_store'
 
@@ -272,6 +272,13 @@ export class StateSync {
     }
   }
 
+  /** A snapshot of the running task `task` now (a warm sleep), if it is the one released. */
+  async ship(state: AgentState, task: AgentTask, layout: StateLayout) {
+    if (state.row.releasedTask !== task.id) return
+    await this.#snapshot(state, task, layout, false)
+    this.#shippedAt.set(task.agentId, Date.now())
+  }
+
   async #snapshot(state: AgentState, task: AgentTask, layout: StateLayout, final: boolean) {
     const container = await this.#container(task)
     // Paused for the copy when it runs: one moment of its files, as after a power cut.
@@ -359,14 +366,4 @@ export class StateSync {
       }
     }
   }
-}
-
-/** Removes a volume and the ended containers that hold it (running ones keep it). */
-export async function removeVolume(engine: Docker, name: string) {
-  const holders = await engine.listContainers({ all: true, filters: { volume: [name] } })
-  for (const holder of holders) {
-    if (holder.State === 'running' || holder.State === 'paused') return
-    await ignoreStatus(engine.getContainer(holder.Id).remove({ force: true }), 404, 409)
-  }
-  await ignoreStatus(engine.getVolume(name).remove(), 404, 409)
 }

@@ -2,35 +2,24 @@ import type Docker from 'dockerode'
 import { agentPaths, removeAgentFolders } from '#runtime/agent_paths'
 import { dockerNames, LABELS } from '#runtime/docker/container_spec'
 import { DockerDriver, type DockerDriverOptions } from '#runtime/docker/docker_driver'
-import { parseOwner, type DockerRecord } from '#runtime/docker/docker_record'
+import type { DockerRecord } from '#runtime/docker/docker_record'
 import { ignoreStatus } from '#runtime/docker/engine_calls'
-import { renderedSkillFiles } from '#runtime/skill_files'
-import type { ContainerLaunch } from '#plugins/types'
 import type { ContainerInfo, CreateRequest, DriverName, WorkspaceFiles } from '#runtime/types'
+import { agentLaunch } from '#runtime/swarm/agent_launch'
 import { NodeEngines } from '#runtime/swarm/node_engines'
 import { buildServiceSpec, RECORD_LABELS } from '#runtime/swarm/service_spec'
-import { layoutOf, removeVolume, StateSync, taskOf } from '#runtime/swarm/state_sync'
+import { PAUSED_LABEL, PENDING, serviceInfo } from '#runtime/swarm/service_info'
+import { layoutOf, StateSync, taskOf } from '#runtime/swarm/state_sync'
 import { StateStore, type StateDatabase } from '#runtime/swarm/state_store'
 
 export interface SwarmDriverOptions extends DockerDriverOptions {
   /** Host that reaches the routing mesh's published ports (SWARM_PUBLISH_HOST). Default 127.0.0.1. */
   publishHost?: string
+  /** SWARM_SLEEP: `stop` (default: scale to 0, a wake boots) or `pause` (freeze the task). */
+  sleep?: 'stop' | 'pause'
   /** Where agents' state lives between nodes (PostgreSQL) and the key it is encrypted with. */
   state: { db: StateDatabase; key: Buffer; snapshotEveryMs?: number; tickMs?: number }
 }
-
-/** Task states on the way to running. */
-const PENDING = new Set([
-  'new',
-  'allocated',
-  'pending',
-  'assigned',
-  'accepted',
-  'preparing',
-  'ready',
-  'starting',
-])
-const FAILED = new Set(['failed', 'rejected', 'orphaned'])
 
 function sleep(ms: number) {
   return new Promise((resolve) => setTimeout(resolve, ms))
@@ -54,6 +43,8 @@ export class SwarmDriver extends DockerDriver {
   readonly #nodes: NodeEngines
   readonly #store: StateStore
   readonly #sync: StateSync
+  /** Agents frozen by a warm sleep, as this instance knows (resumes() answers from it). */
+  readonly #paused = new Set<string>()
 
   constructor(protected readonly swarmOptions: SwarmDriverOptions) {
     super(swarmOptions)
@@ -117,14 +108,6 @@ export class SwarmDriver extends DockerDriver {
   /** The service's labels are the record. */
   protected override async writeRecord(): Promise<void> {}
 
-  /** The framework's whole command line: the image's entrypoint, then the command. */
-  async #argv(launch: ContainerLaunch): Promise<string[]> {
-    const image = (await this.engine.getImage(launch.image).inspect()) as {
-      Config?: { Entrypoint?: string[] | null; Cmd?: string[] | null }
-    }
-    return [...(image.Config?.Entrypoint ?? []), ...(launch.command ?? image.Config?.Cmd ?? [])]
-  }
-
   override async create({
     spec,
     plugin,
@@ -133,31 +116,28 @@ export class SwarmDriver extends DockerDriver {
   }: CreateRequest): Promise<ContainerInfo> {
     const agentId = spec.agentId
     const existing = await this.#inspectService(agentId)
-    if (existing?.Spec?.Mode?.Replicated?.Replicas === 1) {
+    const up = existing?.Spec?.Mode?.Replicated?.Replicas === 1
+    const frozen = up && Boolean(existing.Spec.Labels?.[PAUSED_LABEL])
+    if (up && !frozen) {
       // Running already (another instance started it, or before a restart): adopt it.
       this.watch(agentId, 0)
       return this.inspect(agentId)
     }
-    const context = {
-      agentId,
-      config: spec.config,
-      modelProxy: spec.modelProxy,
-      // Plugins see a container (listen on 0.0.0.0, container paths), as with docker.
-      driver: 'docker' as const,
-      port: plugin.defaultPort,
-      gatewayToken,
-      paths: plugin.containerPaths,
-    }
-    const launch = await this.resolveImage(plugin.containerLaunch(context))
-    const argv = await this.#argv(launch)
-    const files = [
-      ...(await plugin.renderFiles(context)),
-      ...renderedSkillFiles(plugin, spec.skills),
-    ]
-    const layout = {
-      statePath: plugin.containerPaths.state,
-      workspacePath: plugin.containerPaths.workspace,
-      owner: parseOwner(launch.user),
+    const { launch, argv, files, layout } = await agentLaunch(
+      { spec, plugin, gatewayToken, containerId },
+      (wanted) => this.resolveImage(wanted),
+      this.engine
+    )
+    if (frozen) {
+      // Asleep warm: with the same files its start thaws it; a new config needs a boot.
+      const same = await this.#store.withAgent(agentId, { wait: true }, async (state) => {
+        return JSON.stringify(state.rendered()) === JSON.stringify(files)
+      })
+      if (same) {
+        this.#paused.add(agentId)
+        return this.inspect(agentId)
+      }
+      await this.stop(agentId)
     }
     // The last task's final writes go to the store before its service (and container) goes.
     await this.#store.withAgent(agentId, { wait: true }, async (state) => {
@@ -187,19 +167,17 @@ export class SwarmDriver extends DockerDriver {
    * Swarm updates are optimistic: another writer (the reconciler, the
    * engine's own task bookkeeping) may move the service's version between our
    * read and our update, which the engine refuses as "update out of
-   * sequence". Read again and retry a few times.
+   * sequence". Read again and retry a few times. `change` answers the new
+   * spec, or undefined when there is nothing to change.
    */
-  async #scale(agentId: string, replicas: 0 | 1) {
+  async #update(agentId: string, change: (spec: any) => any): Promise<boolean> {
     for (let attempt = 1; ; attempt++) {
       const service = await this.#inspectService(agentId)
       if (!service) return false
-      if (service.Spec.Mode?.Replicated?.Replicas === replicas) return true
+      const spec = change(service.Spec)
+      if (!spec) return true
       try {
-        await this.#service(agentId).update({
-          ...service.Spec,
-          version: service.Version.Index,
-          Mode: { Replicated: { Replicas: replicas } },
-        })
+        await this.#service(agentId).update({ ...spec, version: service.Version.Index })
         return true
       } catch (error) {
         if (attempt >= 5 || !/update out of sequence/i.test(String(error))) throw error
@@ -208,8 +186,77 @@ export class SwarmDriver extends DockerDriver {
     }
   }
 
+  #scale(agentId: string, replicas: 0 | 1) {
+    return this.#update(agentId, (spec) =>
+      spec.Mode?.Replicated?.Replicas === replicas
+        ? undefined
+        : { ...spec, Mode: { Replicated: { Replicas: replicas } } }
+    )
+  }
+
+  /** Labels the service with the task a warm sleep froze (null: none). Tasks are not redeployed. */
+  #markPaused(agentId: string, taskId: string | null) {
+    return this.#update(agentId, (spec) => {
+      const { [PAUSED_LABEL]: current, ...labels } = spec.Labels ?? {}
+      if ((current ?? null) === taskId) return undefined
+      return { ...spec, Labels: taskId ? { ...labels, [PAUSED_LABEL]: taskId } : labels }
+    })
+  }
+
+  async #runningTask(agentId: string) {
+    const tasks = await this.#tasks(agentId)
+    return tasks
+      .map((raw) => taskOf(raw, agentId))
+      .find(
+        (task) => task.desiredState === 'running' && task.state === 'running' && task.containerId
+      )
+  }
+
+  /**
+   * Warm sleep (SWARM_SLEEP=pause): the task's state goes to the store, then
+   * its container is frozen (cgroup freezer: no CPU, its memory kept on its
+   * node) and the service labelled with it; a wake thaws it in a fraction of
+   * a second instead of a boot. Otherwise (default) a sleep is a stop.
+   */
+  async hibernate(agentId: string): Promise<void> {
+    const running =
+      this.swarmOptions.sleep === 'pause' ? await this.#runningTask(agentId) : undefined
+    const record = await this.readRecord(agentId)
+    if (!running || !record) return this.stop(agentId)
+    this.unwatch(agentId)
+    await this.#store.withAgent(agentId, { wait: true }, (state) =>
+      this.#sync.ship(state, running, record)
+    )
+    const engine = await this.#nodes.engineOf(running.nodeId)
+    await engine.getContainer(running.containerId!).pause()
+    await this.#markPaused(agentId, running.id)
+    this.#paused.add(agentId)
+    this.emit({ type: 'stopped', agentId, at: new Date() })
+  }
+
+  resumes(agentId: string): boolean {
+    return this.#paused.has(agentId)
+  }
+
+  /** Thaws the task a warm sleep froze; true when it still ran and goes on now. */
+  async #thaw(agentId: string): Promise<boolean> {
+    const service = await this.#inspectService(agentId)
+    const frozen = service?.Spec?.Labels?.[PAUSED_LABEL]
+    this.#paused.delete(agentId)
+    if (!frozen) return false
+    const running = await this.#runningTask(agentId)
+    const thawed = running?.id === frozen
+    if (running && thawed) {
+      const engine = await this.#nodes.engineOf(running.nodeId)
+      await ignoreStatus(engine.getContainer(running.containerId!).unpause(), 404, 409)
+    }
+    await this.#markPaused(agentId, null)
+    return thawed
+  }
+
   override async start(agentId: string): Promise<ContainerInfo> {
-    if (!(await this.#scale(agentId, 1))) {
+    const restored = await this.#thaw(agentId)
+    if (!restored && !(await this.#scale(agentId, 1))) {
       throw new Error(`Agent ${agentId} has no swarm service`)
     }
     this.#sync.poke()
@@ -220,12 +267,15 @@ export class SwarmDriver extends DockerDriver {
       agentId,
       containerId: info.containerId ?? agentId,
       at: new Date(),
+      ...(restored ? { restored } : {}),
     })
     return info
   }
 
   override async stop(agentId: string): Promise<void> {
     this.unwatch(agentId)
+    // A frozen framework could not take its SIGTERM.
+    await this.#thaw(agentId)
     const before = await this.inspect(agentId)
     if (!(await this.#scale(agentId, 0))) return
     // Scaling down is asynchronous: wait (bounded) until no task runs.
@@ -261,76 +311,17 @@ export class SwarmDriver extends DockerDriver {
 
   override async remove(agentId: string): Promise<void> {
     this.unwatch(agentId)
+    await this.#thaw(agentId)
     await this.#removeService(agentId)
     await this.#store.remove(agentId)
-    // Every node's containers and volumes of the agent (a node down now keeps its own until swept).
-    for (const node of await this.#nodes.nodes()) {
-      if (!node.ready) continue
-      const engine = await this.#nodes.engineOf(node.id).catch(() => undefined)
-      if (!engine) continue
-      const label = `${LABELS.agentId}=${agentId}`
-      for (const container of await engine.listContainers({
-        all: true,
-        filters: { label: [label] },
-      })) {
-        await ignoreStatus(engine.getContainer(container.Id).remove({ force: true }), 404, 409)
-      }
-      const { Volumes } = await engine.listVolumes({ filters: { label: [label] } })
-      for (const volume of Volumes ?? []) await removeVolume(engine, volume.Name)
-    }
+    await this.#nodes.removeAgent(agentId)
     await removeAgentFolders(agentPaths(this.options.agentsDir, agentId))
   }
 
   override async inspect(agentId: string): Promise<ContainerInfo> {
     const service = await this.#inspectService(agentId)
-    const base: ContainerInfo = {
-      agentId,
-      driver: 'swarm',
-      state: 'absent',
-      containerId: null,
-      framework: service?.Spec?.Labels?.[LABELS.framework] ?? null,
-      baseUrl: null,
-      startedAt: null,
-      restartCount: 0,
-      lastError: null,
-    }
-    if (!service) return base
-    if (service.Spec.Mode?.Replicated?.Replicas === 0) return { ...base, state: 'stopped' }
-
-    const tasks = await this.#tasks(agentId)
-    const failures = tasks.filter((task) => FAILED.has(task.Status?.State))
-    const lastError = failures[0]?.Status?.Err ?? failures[0]?.Status?.Message ?? null
-    const current = tasks.find((task) => task.DesiredState === 'running')
-    const restartCount = failures.length
-    if (current?.Status?.State === 'running') {
-      const published = current.Status.PortStatus?.Ports?.[0]?.PublishedPort
-      return {
-        ...base,
-        state: 'running',
-        containerId:
-          service.Spec.Labels?.[LABELS.runId] ??
-          current.Status.ContainerStatus?.ContainerID ??
-          current.ID,
-        baseUrl: published
-          ? `http://${await this.#nodeAddress(current.NodeID)}:${published}`
-          : null,
-        startedAt: current.Status.Timestamp ? new Date(current.Status.Timestamp) : null,
-        restartCount,
-        lastError,
-      }
-    }
-    if (current && PENDING.has(current.Status?.State)) {
-      return {
-        ...base,
-        // The run scheduled has its id before its task runs.
-        containerId: service.Spec.Labels?.[LABELS.runId] ?? null,
-        state: restartCount > 0 ? 'restarting' : 'starting',
-        restartCount,
-        lastError,
-      }
-    }
-    // No task meant to run: the swarm gave up restarting it.
-    return { ...base, state: failures.length > 0 ? 'error' : 'starting', restartCount, lastError }
+    const tasks = service ? await this.#tasks(agentId) : []
+    return serviceInfo(agentId, service, tasks, (nodeId) => this.#nodeAddress(nodeId))
   }
 
   /** Where a node's published ports are reached: SWARM_PUBLISH_HOST, else the node's address. */

@@ -36,8 +36,17 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
   const created: string[] = []
   const state = { db: lucidStateDatabase, key: randomBytes(32) }
 
-  function swarmRuntime(): { runtime: RuntimeService; driver: SwarmDriver } {
-    const driver = new SwarmDriver({ agentsDir, pollIntervalMs: 500, stopGraceMs: 3000, state })
+  function swarmRuntime(sleep: 'stop' | 'pause' = 'stop'): {
+    runtime: RuntimeService
+    driver: SwarmDriver
+  } {
+    const driver = new SwarmDriver({
+      agentsDir,
+      pollIntervalMs: 500,
+      stopGraceMs: 3000,
+      state,
+      sleep,
+    })
     drivers.push(driver)
     return { driver, runtime: undefined as unknown as RuntimeService }
   }
@@ -155,5 +164,54 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
         filters: { 'service': [dockerNames(agentId).container], 'desired-state': ['running'] },
       })) as any[]
       assert.lengthOf(running, 1, 'one task runs the agent')
+    })
+
+  test(
+    'SWARM_SLEEP=pause: a sleep freezes the task, a wake thaws the same process; a new config boots'
+  )
+    .skip(() => engineAbsent === true, 'no Docker engine')
+    .timeout(300_000)
+    .run(async ({ assert }) => {
+      if (await noEngine()) return
+      const { driver } = swarmRuntime('pause')
+      const runtime = new RuntimeService({ driver, frameworks: await testRegistry(), agentsDir })
+      const events: string[] = []
+      runtime.onEvent((event) =>
+        events.push(event.type === 'started' && event.restored ? 'restored' : event.type)
+      )
+      const agentId = randomUUID()
+      created.push(agentId)
+      const count = async () => {
+        const reply = await runtime.chat(agentId, {
+          conversationId: 'c',
+          messages: [{ role: 'user', content: '__count__' }],
+        })
+        return reply.content.split(' ')[1]
+      }
+      await runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 240_000 })
+      assert.equal(await count(), '1')
+
+      await runtime.sleep(agentId, { warmUp: false })
+      const asleep = await runtime.status(agentId)
+      assert.equal(asleep.state, 'stopped')
+      const [task] = (await docker.listContainers({
+        filters: { label: [`agent-host.agent-id=${agentId}`] },
+      })) as Array<{ State: string }>
+      assert.equal(task.State, 'paused', 'its container is frozen, not stopped')
+      assert.isTrue(driver.resumes(agentId))
+
+      // The wake goes on in the same process: its in-memory count continues.
+      await runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 60_000 })
+      assert.equal(await count(), '2')
+      assert.include(events, 'restored')
+
+      // Asleep with a new config: the wake boots it (a fresh count).
+      await runtime.sleep(agentId, { warmUp: false })
+      const changed = fixtureSpec(agentId, { personality: 'Another one' })
+      await runtime.ensureStarted(changed, { waitReady: true, timeoutMs: 240_000 })
+      assert.equal(await count(), '1')
+      const files = await runtime.files(agentId)
+      const soul = await files.read('SOUL.md')
+      assert.equal(soul.content, 'Another one')
     })
 })
