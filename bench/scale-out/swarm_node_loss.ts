@@ -18,23 +18,26 @@
  * first (the swarm state table). Tears everything down at the end.
  */
 import { randomBytes, randomUUID } from 'node:crypto'
-import { spawnSync } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import Docker from 'dockerode'
-import pg from 'pg'
 import { loadPlugins } from '#plugins/plugin_loader'
 import { PluginRegistry } from '#plugins/plugin_registry'
 import { dockerNames } from '#runtime/docker/container_spec'
-import { buildLocalImage, localImageTag } from '#runtime/docker/local_images'
 import { RuntimeService } from '#runtime/runtime_service'
-import type { StateDatabase } from '#runtime/swarm/state_store'
 import { SwarmDriver } from '#runtime/swarm/swarm_driver'
-import { clusterUnavailable, startSwarmCluster } from '../../tests/helpers/swarm_cluster.ts'
+import { startSwarmCluster } from '../../tests/helpers/swarm_cluster.ts'
+import {
+  inBatches,
+  log,
+  percentile,
+  pgStateDatabase,
+  prepareSwarmBench,
+  root,
+  secs,
+} from './swarm_shared.ts'
 
-const root = join(import.meta.dirname, '..', '..')
 const { values } = parseArgs({
   options: {
     'agents': { type: 'string', default: '60' },
@@ -47,55 +50,10 @@ const { values } = parseArgs({
 const agentCount = Math.max(3, Number(values.agents))
 const heartbeatMs = Number(values['heartbeat-ms'])
 const snapshotEveryMs = Number(values['snapshot-secs']) * 1000
-const log = (message: string) => console.error(`[${new Date().toISOString()}] ${message}`)
 
-if (!process.env.DATABASE_URL) throw new Error('DATABASE_URL names the database to use')
-const unavailable = await clusterUnavailable()
-if (unavailable) throw new Error(`no swarm cluster here: ${unavailable}`)
-const migrated = spawnSync(process.execPath, ['ace', 'migration:run', '--force'], {
-  cwd: root,
-  stdio: ['ignore', 'ignore', 'inherit'],
-})
-if (migrated.status !== 0) throw new Error('migrating DATABASE_URL failed')
+await prepareSwarmBench()
+const { db: stateDb, end: endPool } = pgStateDatabase()
 
-/** The state store on a plain pg pool (the service uses its Lucid connection). */
-const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 12 })
-const stateDb: StateDatabase = {
-  async transaction(work) {
-    const client = await pool.connect()
-    try {
-      await client.query('begin')
-      const result = await work((sql, bindings) => {
-        let index = 0
-        return client.query(
-          sql.replace(/\?/g, () => `$${++index}`),
-          bindings
-        )
-      })
-      await client.query('commit')
-      return result
-    } catch (error) {
-      await client.query('rollback').catch(() => {})
-      throw error
-    } finally {
-      client.release()
-    }
-  },
-}
-
-const percentile = (numbers: number[], p: number) => {
-  const sorted = [...numbers].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
-}
-const secs = (ms: number) => (ms / 1000).toFixed(1)
-
-async function inBatches<T>(items: T[], size: number, work: (item: T) => Promise<unknown>) {
-  for (let index = 0; index < items.length; index += size) {
-    await Promise.all(items.slice(index, index + size).map(work))
-  }
-}
-
-const host = new Docker()
 const started = Date.now()
 log(`building the 3-node swarm (heartbeat ${heartbeatMs} ms)`)
 const cluster = await startSwarmCluster({ name: 'agent-host-swarm-bench', heartbeatMs })
@@ -103,11 +61,10 @@ const agentsDir = await mkdtemp(join(tmpdir(), 'agent-host-swarm-bench-'))
 let driver: SwarmDriver | undefined
 try {
   const registry = new PluginRegistry(await loadPlugins(join(root, 'tests/fixtures/plugins')))
-  const recipe = registry.framework('fixture').containerLaunch({
-    modelProxy: { baseUrl: '' },
-  } as never).localImage!
-  await buildLocalImage(host, recipe)
-  await cluster.loadImage(localImageTag(recipe))
+  const launch = registry
+    .framework('fixture')
+    .containerLaunch({ modelProxy: { baseUrl: '' } } as never)
+  await cluster.loadFrameworkImage(launch)
   log(`swarm ready in ${secs(Date.now() - started)} s`)
 
   driver = new SwarmDriver({
@@ -286,6 +243,6 @@ try {
   await driver?.close()
   await cluster.teardown()
   await rm(agentsDir, { recursive: true, force: true })
-  await pool.end()
+  await endPool()
   log(`done in ${secs(Date.now() - started)} s`)
 }

@@ -3,9 +3,8 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
-import Docker from 'dockerode'
+import type Docker from 'dockerode'
 import { dockerNames, LABELS } from '#runtime/docker/container_spec'
-import { buildLocalImage, localImageTag } from '#runtime/docker/local_images'
 import { RuntimeService } from '#runtime/runtime_service'
 import { lucidStateDatabase } from '#runtime/swarm/lucid_state'
 import { StateStore } from '#runtime/swarm/state_store'
@@ -29,6 +28,8 @@ import {
 const AGENTS = 6
 /** Snapshots every 5 s here (30 s by default) so the test need not wait long for one. */
 const SNAPSHOT_EVERY_MS = 5000
+/** What the fixture's containerLaunch reads to name its image. */
+const fixtureContext = { modelProxy: { baseUrl: '' } } as never
 
 async function nodeOfAgent(manager: Docker, agentId: string): Promise<string | undefined> {
   const tasks = (await manager.listTasks({
@@ -64,11 +65,8 @@ test.group('Faults / a swarm node lost under running agents', (group) => {
       cluster = await startSwarmCluster({ name: 'agent-host-swarm-fault' })
       agentsDir = await mkdtemp(join(tmpdir(), 'agent-host-swarm-cluster-'))
       const registry = await testRegistry()
-      const plugin = registry.framework('fixture')
-      const recipe = plugin.containerLaunch({ modelProxy: { baseUrl: '' } } as never).localImage!
-      const host = new Docker()
-      await buildLocalImage(host, recipe)
-      await cluster.loadImage(localImageTag(recipe))
+      const launch = registry.framework('fixture').containerLaunch(fixtureContext)
+      await cluster.loadFrameworkImage(launch)
 
       driver = new SwarmDriver({
         agentsDir,

@@ -20,6 +20,8 @@ import { dirname, join } from 'node:path'
 import { spawn } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Docker from 'dockerode'
+import type { ContainerLaunch } from '#plugins/types'
+import { DockerImages } from '#runtime/docker/docker_images'
 import { sharedLibraries } from '#runtime/docker/local_images'
 import { ENGINE_LABEL } from '#runtime/swarm/node_engines'
 
@@ -69,6 +71,8 @@ export interface ClusterNode {
 
 export interface SwarmCluster {
   name: string
+  /** This host's address on the nodes' network (where a node reaches a server of the host). */
+  gateway: string
   manager: Docker
   nodes: ClusterNode[]
   /** Its engine and every container on it die at once (SIGKILL to the node). */
@@ -77,6 +81,11 @@ export interface SwarmCluster {
   revive(node: ClusterNode): Promise<void>
   /** `docker save` from the host's engine, `docker load` into every node. */
   loadImage(tag: string): Promise<void>
+  /**
+   * A framework's locally built image (its recipe, built on the host's engine
+   * when missing there) in every node; answers its tag.
+   */
+  loadFrameworkImage(launch: ContainerLaunch, cacheDir?: string): Promise<string>
   /** Removes every node, its disk and the network: nothing of the cluster stays on the host. */
   teardown(): Promise<void>
   /** What of the cluster is still on the host's engine (containers, volumes, networks). */
@@ -336,6 +345,7 @@ export async function startSwarmCluster(options: {
 
   const cluster: SwarmCluster = {
     name,
+    gateway: `${subnet}.1`,
     manager,
     nodes,
     async kill(node) {
@@ -354,6 +364,12 @@ export async function startSwarmCluster(options: {
           await followDone(host, (await node.engine.loadImage(stream)) as NodeJS.ReadableStream)
         })
       )
+    },
+    async loadFrameworkImage(launch, cacheDir) {
+      const images = new DockerImages(host, { images: 'local', cacheDir, log: () => {} })
+      const resolved = await images.resolve(launch)
+      await cluster.loadImage(resolved.image)
+      return resolved.image
     },
     async teardown() {
       await removeLeftovers(host, name)
