@@ -361,6 +361,8 @@ export class SwarmDriver extends DockerDriver {
     for (const service of services) {
       const agentId = service.Spec?.Labels?.[LABELS.agentId]
       if (!agentId || keep.has(agentId)) continue
+      // A frozen task is an agent asleep (SWARM_SLEEP=pause), left as a stopped container is.
+      if (service.Spec?.Labels?.[PAUSED_LABEL]) continue
       if (service.Spec?.Mode?.Replicated?.Replicas === 1) {
         await this.stop(agentId)
         stopped.push(agentId)

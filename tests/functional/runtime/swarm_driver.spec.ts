@@ -199,6 +199,9 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       })) as Array<{ State: string }>
       assert.equal(task.State, 'paused', 'its container is frozen, not stopped')
       assert.isTrue(driver.resumes(agentId))
+      // The reconciler's sweep (it keeps only agents awake) leaves a frozen one asleep.
+      const others = created.filter((id) => id !== agentId)
+      assert.notInclude(await driver.sweep(others), agentId)
 
       // The wake goes on in the same process: its in-memory count continues.
       await runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 60_000 })
