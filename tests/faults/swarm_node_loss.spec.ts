@@ -74,7 +74,12 @@ test.group('Faults / a swarm node lost under running agents', (group) => {
         images: 'local',
         pollIntervalMs: 1000,
         stopGraceMs: 3000,
-        state: { db: lucidStateDatabase, key, snapshotEveryMs: SNAPSHOT_EVERY_MS },
+        state: {
+          db: lucidStateDatabase,
+          key,
+          snapshotEveryMs: SNAPSHOT_EVERY_MS,
+          collectEveryMs: 5000,
+        },
         // SWARM_TEST_LOG=1 prints the driver's steps (gates opened, snapshots).
         log: process.env.SWARM_TEST_LOG
           ? (message, detail) => console.log(new Date().toISOString(), message, detail ?? '')
@@ -207,6 +212,21 @@ test.group('Faults / a swarm node lost under running agents', (group) => {
         })
         assert.equal(reply.content, 'echo: after')
       }
+      // Its old tasks' containers and volumes are collected (never started again).
+      await waitFor(
+        "the returned node's old task volumes removed",
+        async () => {
+          const { Volumes } = await victim.engine.listVolumes({
+            filters: { label: [`${LABELS.managed}=true`] },
+          })
+          const movedIds = new Set<string>(moved)
+          const left = (Volumes ?? []).filter((volume) =>
+            movedIds.has(volume.Labels?.[LABELS.agentId] ?? '')
+          )
+          return left.length === 0
+        },
+        60_000
+      )
 
       // Removing the agents leaves nothing of them on any node nor in the store.
       for (const agentId of agents) await runtime.remove(agentId)

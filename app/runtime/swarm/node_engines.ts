@@ -7,6 +7,33 @@ import { ignoreStatus } from '#runtime/docker/engine_calls'
 /** The node label naming a node's own Engine API (`tcp://10.0.0.12:2376`, `https://...`). */
 export const ENGINE_LABEL = 'agent-host.engine'
 
+/** How long a node's engine may take to begin answering before the node counts as lost. */
+const NODE_CALL_MS = 5000
+
+/** A node's engine that did not answer in time (its node is probably lost). */
+export class NodeSilent extends Error {}
+
+/**
+ * `call` with a signal that aborts its request when the node's engine has not
+ * answered within NODE_CALL_MS (a lost node's address may swallow packets for
+ * minutes). A stream already answering is not cut.
+ */
+export async function inTime<T>(
+  what: string,
+  call: (abortSignal: AbortSignal) => Promise<T>
+): Promise<T> {
+  const controller = new AbortController()
+  const timer = setTimeout(() => controller.abort(), NODE_CALL_MS)
+  try {
+    return await call(controller.signal)
+  } catch (error) {
+    if (controller.signal.aborted) throw new NodeSilent(`${what}: no answer in ${NODE_CALL_MS} ms`)
+    throw error
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 /** What the manager says of a node. */
 export interface NodeView {
   id: string
@@ -101,13 +128,30 @@ export class NodeEngines {
     return engine
   }
 
-  /** Every ready node's containers and volumes of the agent (a node down keeps its own until swept). */
-  async removeAgent(agentId: string): Promise<void> {
-    const label = `${LABELS.agentId}=${agentId}`
+  /** The engines of the nodes the manager calls ready and that answer now. */
+  async answeringEngines(): Promise<Docker[]> {
+    const engines: Docker[] = []
     for (const node of await this.nodes()) {
       if (!node.ready) continue
       const engine = await this.engineOf(node.id).catch(() => undefined)
       if (!engine) continue
+      const ping = (abortSignal: AbortSignal) =>
+        engine.ping({ abortSignal } as never) as unknown as Promise<unknown>
+      if (
+        await inTime('ping', ping).then(
+          () => true,
+          () => false
+        )
+      )
+        engines.push(engine)
+    }
+    return engines
+  }
+
+  /** Every answering node's containers and volumes of the agent (a lost node's go when it is back). */
+  async removeAgent(agentId: string): Promise<void> {
+    const label = `${LABELS.agentId}=${agentId}`
+    for (const engine of await this.answeringEngines()) {
       const containers = await engine.listContainers({ all: true, filters: { label: [label] } })
       for (const container of containers) {
         await ignoreStatus(engine.getContainer(container.Id).remove({ force: true }), 404, 409)

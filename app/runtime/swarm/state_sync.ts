@@ -4,7 +4,7 @@ import { parseOwner, type DockerRecord } from '#runtime/docker/docker_record'
 import { ignoreStatus } from '#runtime/docker/engine_calls'
 import { putRenderedFiles } from '#runtime/docker/rendered_files'
 import { createTar, parseTar } from '#runtime/files/tar'
-import { removeVolume, type NodeEngines } from '#runtime/swarm/node_engines'
+import { inTime, NodeSilent, removeVolume, type NodeEngines } from '#runtime/swarm/node_engines'
 import { GATE_FILE, RECORD_LABELS, taskVolumeName } from '#runtime/swarm/service_spec'
 import type { AgentState, StateStore } from '#runtime/swarm/state_store'
 
@@ -30,37 +30,18 @@ export interface StateSyncOptions {
   snapshotEveryMs?: number
   /** How often tasks are looked at (gates to open, snapshots due). Default 1 s. */
   tickMs?: number
+  /** How often volumes of tasks no longer needed are removed from the nodes. Default 60 s. */
+  collectEveryMs?: number
   log: (message: string, detail?: Record<string, unknown>) => void
 }
 
-/** How long a node's engine may take to begin answering before the node counts as lost. */
-const NODE_CALL_MS = 5000
 /** How long snapshots skip a node whose engine did not answer. */
 const UNREACHABLE_PAUSE_MS = 30_000
 const GC_EVERY_MS = 60_000
+/** The clean-up's key among the steps under way (no agent has this id). */
+const COLLECTING = 'volume clean-up'
 /** Periodic snapshots under way at once (each reads a whole state volume). */
 const MAX_SHIPPING = 4
-
-/** A node's engine that did not answer in time (its node is probably lost). */
-class NodeSilent extends Error {}
-
-/**
- * `call` with a signal that aborts its request when the node's engine has not
- * answered within NODE_CALL_MS (a lost node's address may swallow packets for
- * minutes). A stream already answering is not cut.
- */
-async function inTime<T>(what: string, call: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController()
-  const timer = setTimeout(() => controller.abort(), NODE_CALL_MS)
-  try {
-    return await call(controller.signal)
-  } catch (error) {
-    if (controller.signal.aborted) throw new NodeSilent(`${what}: no answer in ${NODE_CALL_MS} ms`)
-    throw error
-  } finally {
-    clearTimeout(timer)
-  }
-}
 
 export function taskOf(raw: any, agentId: string): AgentTask {
   return {
@@ -168,11 +149,10 @@ export class StateSync {
         this.#launch(task.agentId, () => this.#ship(task, layout).finally(() => this.#shipping--))
       }
     }
-    if (Date.now() - this.#lastGc >= GC_EVERY_MS) {
+    if (Date.now() - this.#lastGc >= (this.options.collectEveryMs ?? GC_EVERY_MS)) {
       this.#lastGc = Date.now()
-      await this.#collect().catch((error) =>
-        this.options.log('swarm state: volume clean-up failed', { error: String(error) })
-      )
+      // In the background too: a node lost a moment ago must not hold up the gates.
+      if (!this.#busy.has(COLLECTING)) this.#launch(COLLECTING, () => this.#collect())
     }
   }
 
@@ -352,10 +332,7 @@ export class StateSync {
     for (const [agentId, taskId] of await this.options.store.releasedTasks()) {
       if (taskId) keep.add(taskVolumeName(agentId, taskId))
     }
-    for (const node of await this.options.nodes.nodes()) {
-      if (!node.ready) continue
-      const engine = await this.options.nodes.engineOf(node.id).catch(() => undefined)
-      if (!engine) continue
+    for (const engine of await this.options.nodes.answeringEngines()) {
       const { Volumes } = await engine.listVolumes({
         filters: { label: [`${LABELS.managed}=true`] },
       })

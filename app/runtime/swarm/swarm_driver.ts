@@ -18,7 +18,13 @@ export interface SwarmDriverOptions extends DockerDriverOptions {
   /** SWARM_SLEEP: `stop` (default: scale to 0, a wake boots) or `pause` (freeze the task). */
   sleep?: 'stop' | 'pause'
   /** Where agents' state lives between nodes (PostgreSQL) and the key it is encrypted with. */
-  state: { db: StateDatabase; key: Buffer; snapshotEveryMs?: number; tickMs?: number }
+  state: {
+    db: StateDatabase
+    key: Buffer
+    snapshotEveryMs?: number
+    tickMs?: number
+    collectEveryMs?: number
+  }
 }
 
 function sleep(ms: number) {
@@ -56,6 +62,7 @@ export class SwarmDriver extends DockerDriver {
       store: this.#store,
       snapshotEveryMs: swarmOptions.state.snapshotEveryMs,
       tickMs: swarmOptions.state.tickMs,
+      collectEveryMs: swarmOptions.state.collectEveryMs,
       log: (message, detail) => this.log(message, detail),
     })
     this.#sync.start()

@@ -9,7 +9,7 @@ import { dockerNames } from '#runtime/docker/container_spec'
 import { RuntimeService } from '#runtime/runtime_service'
 import { SwarmDriver } from '#runtime/swarm/swarm_driver'
 import { lucidStateDatabase } from '#runtime/swarm/lucid_state'
-import { fixtureSpec, testRegistry } from '#tests/helpers/runtime'
+import { fixtureSpec, testRegistry, waitFor } from '#tests/helpers/runtime'
 
 /**
  * The swarm driver against a live single-node swarm: the test initialises
@@ -36,7 +36,10 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
   const created: string[] = []
   const state = { db: lucidStateDatabase, key: randomBytes(32) }
 
-  function swarmRuntime(sleep: 'stop' | 'pause' = 'stop'): {
+  function swarmRuntime(
+    sleep: 'stop' | 'pause' = 'stop',
+    snapshotEveryMs?: number
+  ): {
     runtime: RuntimeService
     driver: SwarmDriver
   } {
@@ -44,7 +47,7 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       agentsDir,
       pollIntervalMs: 500,
       stopGraceMs: 3000,
-      state,
+      state: { ...state, snapshotEveryMs },
       sleep,
     })
     drivers.push(driver)
@@ -216,5 +219,43 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       const files = await runtime.files(agentId)
       const soul = await files.read('SOUL.md')
       assert.equal(soul.content, 'Another one')
+    })
+
+  test(
+    'a crash restart keeps what the agent wrote just before it (the ended task is shipped first)'
+  )
+    .skip(() => engineAbsent === true, 'no Docker engine')
+    .timeout(300_000)
+    .run(async ({ assert }) => {
+      if (await noEngine()) return
+      // No periodic snapshot within the test: only the ended task's own can carry the file.
+      const { driver } = swarmRuntime('stop', 60_000)
+      const runtime = new RuntimeService({ driver, frameworks: await testRegistry(), agentsDir })
+      const agentId = randomUUID()
+      created.push(agentId)
+      await runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 240_000 })
+      const before = await runtime.status(agentId)
+      const files = await runtime.files(agentId)
+      await files.write('/late.txt', 'written just before the crash')
+      await runtime
+        .chat(agentId, { conversationId: 'c', messages: [{ role: 'user', content: '__crash__' }] })
+        .catch(() => undefined)
+
+      await waitFor(
+        'a new task answering after the crash',
+        async () => {
+          const info = await runtime.status(agentId)
+          if (info.state !== 'running' || info.startedAt?.getTime() === before.startedAt?.getTime())
+            return false
+          const reply = await runtime
+            .chat(agentId, { conversationId: 'c', messages: [{ role: 'user', content: 'up?' }] })
+            .catch(() => undefined)
+          return reply?.content === 'echo: up?'
+        },
+        120_000
+      )
+      const again = await runtime.files(agentId)
+      const read = await again.read('late.txt')
+      assert.equal(read.content, 'written just before the crash')
     })
 })
