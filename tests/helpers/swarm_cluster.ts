@@ -95,7 +95,7 @@ export interface SwarmCluster {
 /** Why no cluster can be made here (the tests skip), or undefined when one can. */
 export async function clusterUnavailable(host = new Docker()): Promise<string | undefined> {
   if (process.getuid?.() !== 0) return 'not root'
-  const missing = BINARIES.filter((path) => !existsSync(path))
+  const missing = [...BINARIES, XTABLES].filter((path) => !existsSync(path))
   if (missing.length > 0) return `no ${missing.join(', ')} on this host (Debian docker.io)`
   if (!BUSYBOX) return 'no BusyBox on this host (busybox-static)'
   const up = await host.ping().then(
