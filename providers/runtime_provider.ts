@@ -5,6 +5,7 @@ import { createDriver } from '#runtime/driver_factory'
 import { RuntimeService } from '#runtime/runtime_service'
 import type { ImageSource } from '#runtime/docker/docker_driver'
 import { agentCapacityConfig } from '#config/agent_capacity'
+import { appKey } from '#config/app'
 
 declare module '@adonisjs/core/types' {
   interface ContainerBindings {
@@ -36,6 +37,7 @@ export default class RuntimeProvider {
           images: process.env.AGENT_IMAGES as ImageSource | undefined,
           storageDir: storage,
           agentsDir: agents,
+          appKey: appKey.release(),
           log,
           warn: (message) => logger.warn(`runtime: ${message}`),
         }),

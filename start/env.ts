@@ -27,6 +27,7 @@ export default await Env.create(new URL('../', import.meta.url), {
 
   AGENT_RUNTIME: Env.schema.enum.optional(['process', 'docker', 'swarm', 'kubernetes'] as const),
   SWARM_PUBLISH_HOST: Env.schema.string.optional(),
+  SWARM_SLEEP: Env.schema.enum.optional(['stop', 'pause'] as const),
   AGENT_IMAGES: Env.schema.enum.optional(['auto', 'registry', 'local'] as const),
   AGENT_BOOT_CONCURRENCY: Env.schema.number.optional(),
   AGENT_MEMORY_BUDGET_MB: Env.schema.number.optional(),

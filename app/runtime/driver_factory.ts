@@ -5,6 +5,7 @@ import { ProcessDriver } from '#runtime/process/process_driver'
 import type { SandboxMode } from '#runtime/process/sandbox'
 import { agentNetworkSettings } from '#runtime/process/agent_network/network_settings'
 import { SwarmDriver } from '#runtime/swarm/swarm_driver'
+import { lucidStateDatabase, swarmStateKey } from '#runtime/swarm/lucid_state'
 import type { ContainerDriver } from '#runtime/types'
 
 export interface DriverSettings {
@@ -19,6 +20,8 @@ export interface DriverSettings {
   log?: (message: string, detail?: Record<string, unknown>) => void
   /** The log at warning level. */
   warn?: (message: string) => void
+  /** APP_KEY: swarm agents' state is encrypted in the database with a key derived from it. */
+  appKey?: string
 }
 
 /** Where agents live (`<agentsDir>/<id>/`) and the framework cache (`<storage>/runtime/`). */
@@ -53,6 +56,8 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
         cacheDir,
         images: settings.images,
         publishHost: process.env.SWARM_PUBLISH_HOST,
+        sleep: process.env.SWARM_SLEEP === 'pause' ? 'pause' : 'stop',
+        state: { db: lucidStateDatabase, key: swarmStateKey(settings.appKey ?? '') },
         log: settings.log,
       })
     case 'kubernetes':

@@ -17,14 +17,14 @@ export interface FakeModelProvider {
 }
 
 /**
- * A stand-in for an OpenAI-compatible model provider on 127.0.0.1: answers
+ * A stand-in for an OpenAI-compatible model provider on 127.0.0.1 (or `host`): answers
  * POST /v1/chat/completions (streamed as SSE chunks when `stream` is true,
  * with a usage chunk when asked) and GET /v1/models, and records every
  * request. Frameworks such as OpenClaw always stream and send large
  * prompts, so bodies of any size are read.
  */
 export async function startFakeModelProvider(
-  options: { reply?: string; model?: string } = {}
+  options: { reply?: string; model?: string; host?: string } = {}
 ): Promise<FakeModelProvider> {
   const reply = options.reply ?? 'Hello from the stand-in model.'
   const model = options.model ?? 'stand-in-model'
@@ -108,7 +108,7 @@ export async function startFakeModelProvider(
     })
   })
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  await new Promise<void>((resolve) => server.listen(0, options.host ?? '127.0.0.1', resolve))
   const { port } = server.address() as AddressInfo
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,

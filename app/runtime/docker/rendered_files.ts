@@ -50,7 +50,7 @@ export async function putRenderedFiles(
   container: Docker.Container,
   rendered: RenderedFile[],
   containerPaths: { state: string; workspace: string },
-  record: DockerRecord
+  record: Pick<DockerRecord, 'statePath' | 'workspacePath' | 'owner'>
 ) {
   const files: RenderedFile[] = []
   for (const file of rendered) {

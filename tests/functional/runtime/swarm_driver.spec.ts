@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -8,7 +8,8 @@ import { dockerConfigured } from '#runtime/docker/docker_driver'
 import { dockerNames } from '#runtime/docker/container_spec'
 import { RuntimeService } from '#runtime/runtime_service'
 import { SwarmDriver } from '#runtime/swarm/swarm_driver'
-import { fixtureSpec, testRegistry } from '#tests/helpers/runtime'
+import { lucidStateDatabase } from '#runtime/swarm/lucid_state'
+import { fixtureSpec, testRegistry, waitFor } from '#tests/helpers/runtime'
 
 /**
  * The swarm driver against a live single-node swarm: the test initialises
@@ -33,9 +34,22 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
   let initialised = false
   const drivers: SwarmDriver[] = []
   const created: string[] = []
+  const state = { db: lucidStateDatabase, key: randomBytes(32) }
 
-  function swarmRuntime(): { runtime: RuntimeService; driver: SwarmDriver } {
-    const driver = new SwarmDriver({ agentsDir, pollIntervalMs: 500, stopGraceMs: 3000 })
+  function swarmRuntime(
+    sleep: 'stop' | 'pause' = 'stop',
+    snapshotEveryMs?: number
+  ): {
+    runtime: RuntimeService
+    driver: SwarmDriver
+  } {
+    const driver = new SwarmDriver({
+      agentsDir,
+      pollIntervalMs: 500,
+      stopGraceMs: 3000,
+      state: { ...state, snapshotEveryMs },
+      sleep,
+    })
     drivers.push(driver)
     return { driver, runtime: undefined as unknown as RuntimeService }
   }
@@ -51,9 +65,9 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
   })
   group.teardown(async () => {
     if (!agentsDir) return
-    const cleanup = new SwarmDriver({ agentsDir })
+    const cleanup = new SwarmDriver({ agentsDir, state })
     for (const agentId of created) await cleanup.remove(agentId).catch(() => undefined)
-    for (const driver of drivers) await driver.close()
+    for (const driver of [...drivers, cleanup]) await driver.close()
     if (initialised) await docker.swarmLeave({ force: true }).catch(() => undefined)
     await rm(agentsDir, { recursive: true, force: true })
   })
@@ -86,7 +100,10 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       assert.equal(task.Resources.Reservations.MemoryBytes, 256 * 1024 * 1024)
       assert.equal(task.Resources.Limits.Pids, 64)
       assert.equal(task.RestartPolicy.Condition, 'on-failure')
-      assert.match(task.Placement.Constraints[0], /^node\.id==/)
+      // Not pinned to a node: the task starts behind the gate that waits for its state.
+      assert.isUndefined(task.Placement?.Constraints)
+      assert.deepEqual(task.ContainerSpec.Command.slice(0, 2), ['/bin/sh', '-c'])
+      assert.include(task.ContainerSpec.Env, 'AGENT_HOST_TASK={{.Task.ID}}')
 
       const reply = await runtime.chat(agentId, {
         conversationId: 'c',
@@ -105,7 +122,7 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       const scaled = await docker.getService(dockerNames(agentId).container).inspect()
       assert.equal(scaled.Spec.Mode.Replicated.Replicas, 0, 'stopping scales to 0')
 
-      // The state volume kept the file: a new task sees it.
+      // The state kept the file: a new task (on a fresh volume) sees it.
       await runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 120_000 })
       const again = await runtime.files(agentId)
       assert.deepEqual(await again.read('notes/a.txt'), { content: 'in a task', size: 9 })
@@ -113,8 +130,10 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       await runtime.remove(agentId)
       const removedStatus = await runtime.status(agentId)
       assert.equal(removedStatus.state, 'absent')
-      const volumes = await docker.listVolumes({ filters: { name: [dockerNames(agentId).volume] } })
-      assert.lengthOf(volumes.Volumes ?? [], 0, 'its volume is gone')
+      const volumes = await docker.listVolumes({
+        filters: { label: [`agent-host.agent-id=${agentId}`] },
+      })
+      assert.lengthOf(volumes.Volumes ?? [], 0, 'its volumes are gone')
     })
 
   test('two service instances creating one agent at once make one service, never two')
@@ -148,5 +167,95 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
         filters: { 'service': [dockerNames(agentId).container], 'desired-state': ['running'] },
       })) as any[]
       assert.lengthOf(running, 1, 'one task runs the agent')
+    })
+
+  test(
+    'SWARM_SLEEP=pause: a sleep freezes the task, a wake thaws the same process; a new config boots'
+  )
+    .skip(() => engineAbsent === true, 'no Docker engine')
+    .timeout(300_000)
+    .run(async ({ assert }) => {
+      if (await noEngine()) return
+      const { driver } = swarmRuntime('pause')
+      const runtime = new RuntimeService({ driver, frameworks: await testRegistry(), agentsDir })
+      const events: string[] = []
+      runtime.onEvent((event) =>
+        events.push(event.type === 'started' && event.restored ? 'restored' : event.type)
+      )
+      const agentId = randomUUID()
+      created.push(agentId)
+      const count = async () => {
+        const reply = await runtime.chat(agentId, {
+          conversationId: 'c',
+          messages: [{ role: 'user', content: '__count__' }],
+        })
+        return reply.content.split(' ')[1]
+      }
+      await runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 240_000 })
+      assert.equal(await count(), '1')
+
+      await runtime.sleep(agentId, { warmUp: false })
+      const asleep = await runtime.status(agentId)
+      assert.equal(asleep.state, 'stopped')
+      const [task] = (await docker.listContainers({
+        filters: { label: [`agent-host.agent-id=${agentId}`] },
+      })) as Array<{ State: string }>
+      assert.equal(task.State, 'paused', 'its container is frozen, not stopped')
+      assert.isTrue(driver.resumes(agentId))
+      // The reconciler's sweep (it keeps only agents awake) leaves a frozen one asleep.
+      const others = created.filter((id) => id !== agentId)
+      assert.notInclude(await driver.sweep(others), agentId)
+
+      // The wake goes on in the same process: its in-memory count continues.
+      await runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 60_000 })
+      assert.equal(await count(), '2')
+      assert.include(events, 'restored')
+
+      // Asleep with a new config: the wake boots it (a fresh count).
+      await runtime.sleep(agentId, { warmUp: false })
+      const changed = fixtureSpec(agentId, { personality: 'Another one' })
+      await runtime.ensureStarted(changed, { waitReady: true, timeoutMs: 240_000 })
+      assert.equal(await count(), '1')
+      const files = await runtime.files(agentId)
+      const soul = await files.read('SOUL.md')
+      assert.equal(soul.content, 'Another one')
+    })
+
+  test(
+    'a crash restart keeps what the agent wrote just before it (the ended task is shipped first)'
+  )
+    .skip(() => engineAbsent === true, 'no Docker engine')
+    .timeout(300_000)
+    .run(async ({ assert }) => {
+      if (await noEngine()) return
+      // No periodic snapshot within the test: only the ended task's own can carry the file.
+      const { driver } = swarmRuntime('stop', 60_000)
+      const runtime = new RuntimeService({ driver, frameworks: await testRegistry(), agentsDir })
+      const agentId = randomUUID()
+      created.push(agentId)
+      await runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 240_000 })
+      const before = await runtime.status(agentId)
+      const files = await runtime.files(agentId)
+      await files.write('/late.txt', 'written just before the crash')
+      await runtime
+        .chat(agentId, { conversationId: 'c', messages: [{ role: 'user', content: '__crash__' }] })
+        .catch(() => undefined)
+
+      await waitFor(
+        'a new task answering after the crash',
+        async () => {
+          const info = await runtime.status(agentId)
+          if (info.state !== 'running' || info.startedAt?.getTime() === before.startedAt?.getTime())
+            return false
+          const reply = await runtime
+            .chat(agentId, { conversationId: 'c', messages: [{ role: 'user', content: 'up?' }] })
+            .catch(() => undefined)
+          return reply?.content === 'echo: up?'
+        },
+        120_000
+      )
+      const again = await runtime.files(agentId)
+      const read = await again.read('late.txt')
+      assert.equal(read.content, 'written just before the crash')
     })
 })
