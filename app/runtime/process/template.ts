@@ -3,10 +3,24 @@ import { cp, lstat, mkdir, open, readFile, readdir, rename, rm, writeFile } from
 import { join, relative } from 'node:path'
 import { inFolderBelow, writeFileBelow, type Owner } from '#runtime/files/confined_dir'
 import { rewriteIdentity } from '#runtime/process/criu_images'
+import {
+  SWAP_TABLE_BODY,
+  entriesBelow,
+  recordIdentities,
+  swapTablesIn,
+  swapTablePage,
+  type FileIdentity,
+  type RecordedIdentity,
+} from '#runtime/process/file_identities'
 
 /** The agent's own folders a template carries what its framework wrote at boot in. */
 export const CARRIED_FOLDERS = ['workspace', 'state', 'home', 'tmp', 'cache'] as const
 type CarriedFolder = (typeof CARRIED_FOLDERS)[number]
+
+/** Just the carried folders of an agent's paths (host path by name). */
+export function carriedFolders(paths: Record<CarriedFolder, string>): Record<string, string> {
+  return Object.fromEntries(CARRIED_FOLDERS.map((name) => [name, paths[name]]))
+}
 
 /** How much of a memory image is searched at once for the values a copy replaces. */
 const REPLACE_CHUNK = 64 * 1024 * 1024
@@ -125,6 +139,11 @@ export class TemplateStore {
     }
   }
 
+  /** The identities of what its framework had in its folders at the dump. */
+  async identities(key: string): Promise<RecordedIdentity[]> {
+    return JSON.parse(await readFile(join(this.path(key), 'identities.json'), 'utf8'))
+  }
+
   async discard(key: string): Promise<void> {
     await rm(this.path(key), { recursive: true, force: true })
   }
@@ -147,6 +166,9 @@ export class TemplateStore {
     await rm(staged, { recursive: true, force: true })
     await rename(checkpointDir, staged)
     await rm(join(staged, 'checkpoint.json'), { force: true })
+    // What its framework saw of its folders (file_identities.ts): a copy shows these again.
+    const identities = await recordIdentities(carriedFolders(folders))
+    await writeFile(join(staged, 'identities.json'), JSON.stringify(identities), { mode: 0o600 })
     for (const name of CARRIED_FOLDERS) {
       // Links are copied as links, and never followed at a restore (carryFolders).
       await cp(folders[name], join(staged, 'folders', name), {
@@ -160,24 +182,14 @@ export class TemplateStore {
   }
 
   /**
-   * A copy of the template `key` at `target`, made the agent's: every
-   * thread's credentials set to its uid and gid, the template's marker in
-   * its memory replaced by the agent's id. Throws when it cannot be.
+   * Throws when the agent cannot have a copy of the template whose meta this
+   * is: values replaced in memory are replaced in place, so nothing in it
+   * may move (the environment, heap strings).
    */
-  async personalisedCopy(
-    key: string,
-    target: string,
-    agent: {
-      agentId: string
-      uid: number
-      gid: number
-      /** Template secret -> the agent's, each of the same length. */
-      secrets: Array<[from: string, to: string]>
-    }
-  ): Promise<void> {
-    const meta = await this.meta(key)
-    if (!meta) throw new Error('the template is gone')
-    // Replaced in place: nothing in memory may move (the environment, heap strings).
+  static assertPersonalisable(
+    meta: TemplateMeta,
+    agent: { agentId: string; secrets: Array<[from: string, to: string]> }
+  ): void {
     if (Buffer.byteLength(agent.agentId) !== Buffer.byteLength(meta.marker)) {
       throw new Error(
         `agent id of ${agent.agentId.length} characters (the marker has ${meta.marker.length})`
@@ -188,18 +200,48 @@ export class TemplateStore {
         throw new Error("a token of another length than the template's")
       }
     }
+  }
+
+  /**
+   * A copy of the template `key` at `target`, made the agent's: every
+   * thread's credentials set to its uid and gid, the template's marker in
+   * its memory replaced by the agent's id, its secrets by the agent's, and
+   * the file identity swaps (file_identities.ts) in every process's table.
+   * Throws when it cannot be.
+   */
+  async personalisedCopy(
+    key: string,
+    target: string,
+    agent: {
+      agentId: string
+      uid: number
+      gid: number
+      /** Template secret -> the agent's, each of the same length. */
+      secrets: Array<[from: string, to: string]>
+      swaps: Array<[from: FileIdentity, to: FileIdentity]>
+    }
+  ): Promise<void> {
+    const meta = await this.meta(key)
+    if (!meta) throw new Error('the template is gone')
+    TemplateStore.assertPersonalisable(meta, agent)
     await rm(target, { recursive: true, force: true })
     await cp(this.path(key), target, {
       recursive: true,
       filter: (source) => !source.startsWith(join(this.path(key), 'folders')),
     })
     await rm(join(target, 'template.json'), { force: true })
+    await rm(join(target, 'identities.json'), { force: true })
     await rewriteIdentity(target, {
       from: { uid: meta.uid, gid: meta.gid },
       to: { uid: agent.uid, gid: agent.gid },
     })
-    const replaced = await replaceInPages(target, [[meta.marker, agent.agentId], ...agent.secrets])
+    const { replaced, tables } = await personaliseMemory(
+      target,
+      [[meta.marker, agent.agentId], ...agent.secrets],
+      agent.swaps
+    )
     if (replaced[0] === 0) throw new Error("the template's marker is not in its memory")
+    if (tables === 0) throw new Error("the file identity table is not in the template's memory")
   }
 }
 
@@ -221,7 +263,7 @@ export async function carryFolders(
   let written = 0
   for (const name of CARRIED_FOLDERS) {
     const from = join(store.path(key), 'folders', name)
-    const files = await readdir(from, { recursive: true }).catch(() => [] as string[])
+    const files = await entriesBelow(from)
     for (const file of files) {
       const source = join(from, file)
       const info = await lstat(source)
@@ -245,14 +287,21 @@ export async function carryFolders(
 }
 
 /**
- * Replaces every occurrence of each `from` by its `to` (same length) in the
- * memory images of `dir`; how many of each it replaced. Each is the
- * template's own random value (its marker, its tokens): wherever it is, it
+ * In the memory images of `dir`: replaces every occurrence of each `from`
+ * by its `to` (same length), and fills every page of the file identity
+ * table (file_identities.ts) with `swaps`. How many of each value it
+ * replaced, and how many table pages it filled. Each value is the
+ * template's own random one (its marker, its tokens): wherever it is, it
  * stands for "this agent's". A copy a framework keeps in another form (a
  * hash, UTF-16) is not found: the token check after the restore catches it.
  */
-async function replaceInPages(dir: string, pairs: Array<[string, string]>): Promise<number[]> {
-  const counts = pairs.map(() => 0)
+async function personaliseMemory(
+  dir: string,
+  pairs: Array<[string, string]>,
+  swaps: Array<[from: FileIdentity, to: FileIdentity]>
+): Promise<{ replaced: number[]; tables: number }> {
+  const replaced = pairs.map(() => 0)
+  let tables = 0
   const needles = pairs.map(([from, to]) => [Buffer.from(from), Buffer.from(to)] as const)
   const overlap = Math.max(...needles.map(([needle]) => needle.length)) - 1
   const chunk = Buffer.alloc(REPLACE_CHUNK + overlap)
@@ -271,8 +320,14 @@ async function replaceInPages(dir: string, pairs: Array<[string, string]>): Prom
             // A match starting in the overlap is the next chunk's.
             if (at >= REPLACE_CHUNK) break
             await handle.write(replacement, 0, replacement.length, offset + at)
-            counts[index]++
+            replaced[index]++
           }
+        }
+        // The table's pages are whole pages of the image (REPLACE_CHUNK is a multiple of one).
+        for (const { at, page } of swapTablesIn(view, REPLACE_CHUNK)) {
+          const body = swapTablePage(swaps, page)
+          await handle.write(body, 0, body.length, offset + at + SWAP_TABLE_BODY)
+          tables++
         }
         if (bytesRead < chunk.length) break
       }
@@ -280,5 +335,5 @@ async function replaceInPages(dir: string, pairs: Array<[string, string]>): Prom
       await handle.close()
     }
   }
-  return counts
+  return { replaced, tables }
 }

@@ -10,7 +10,9 @@ import type { TemplateStart } from '#runtime/process/prepared_launch'
 import { agentOwner } from '#runtime/process/agent_files'
 import { AgentCheckpoint } from '#runtime/process/checkpoint'
 import { agentUid } from '#runtime/process/sandbox'
+import { identitySwaps } from '#runtime/process/file_identities'
 import {
+  carriedFolders,
   carryFolders,
   emptyTemplateCounts,
   templateKey,
@@ -193,16 +195,11 @@ export class TemplateStarter {
         const dir = join(paths.runtime, 'template-copy')
         try {
           const uid = agentUid(spec.agentId)
-          await templates.personalisedCopy(template.key, dir, {
-            agentId: spec.agentId,
-            uid,
-            gid: uid,
-            secrets: [
-              [meta.gatewayToken, template.gatewayToken],
-              [meta.modelProxyToken, spec.modelProxy.token],
-            ],
-          })
-          templateToken = meta.gatewayToken
+          const secrets: Array<[string, string]> = [
+            [meta.gatewayToken, template.gatewayToken],
+            [meta.modelProxyToken, spec.modelProxy.token],
+          ]
+          TemplateStore.assertPersonalisable(meta, { agentId: spec.agentId, secrets })
           await carryFolders(
             templates,
             template.key,
@@ -210,6 +207,19 @@ export class TemplateStarter {
             paths,
             agentOwner(spec.agentId)
           )
+          // After the carry, before its first process: the agent's entries as they will be.
+          const swaps = await identitySwaps(
+            await templates.identities(template.key),
+            carriedFolders(paths)
+          )
+          await templates.personalisedCopy(template.key, dir, {
+            agentId: spec.agentId,
+            uid,
+            gid: uid,
+            secrets,
+            swaps,
+          })
+          templateToken = meta.gatewayToken
           return { dir }
         } catch (error) {
           await rm(dir, { recursive: true, force: true })
