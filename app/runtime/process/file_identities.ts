@@ -182,15 +182,18 @@ export function swapTablesIn(view: Buffer, limit: number): Array<{ at: number; p
 
 /**
  * What goes after MAGIC and the page number of table page `index`: its
- * count and swaps (the rest of the page zero).
+ * count, the copy's `epoch` (a new one for every copy: the shim reseeds
+ * OpenSSL's generator when it changes) and its swaps (the rest zero).
  */
 export function swapTablePage(
   swaps: Array<[from: FileIdentity, to: FileIdentity]>,
-  index: number
+  index: number,
+  epoch: number
 ): Buffer {
   const body = Buffer.alloc(PAGE - MAGIC.length - 4)
   const mine = swaps.slice(index * PER_PAGE, (index + 1) * PER_PAGE)
   body.writeUInt32LE(mine.length, 0)
+  body.writeUInt32LE(epoch, 4)
   for (const [n, [from, to]] of mine.entries()) {
     const at = HEADER - MAGIC.length - 4 + n * SWAP_BYTES
     body.writeBigUInt64LE(from.dev, at)
@@ -199,6 +202,11 @@ export function swapTablePage(
     body.writeBigUInt64LE(to.ino, at + 24)
   }
   return body
+}
+
+/** A copy's epoch: random, never the template's 0. */
+export function newEpoch(): number {
+  return randomBytes(4).readUInt32LE(0) || 1
 }
 
 /** Where swapTablePage's bytes go: right after the page's MAGIC and number. */

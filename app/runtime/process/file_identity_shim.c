@@ -17,13 +17,25 @@
  * images (never at run time: no file, no lock): TABLE_PAGES pages, each
  * starting with MAGIC and its page number, made present at load so that a
  * dump holds them. Until then every count is 0 and each call costs one load.
+ *
+ * Random state: every copy restored from one template would go on with the
+ * template's random generators. The copy's first table page also gets a new
+ * `epoch`; a thread of this library, waiting on that word (a futex) since the
+ * process began, wakes when CRIU restarts its wait on a changed value and
+ * reseeds OpenSSL's generator (RAND_add, from getrandom(); Node.js exports
+ * it), with no lock of the process held. What Node.js and V8 keep in their
+ * own memory (crypto.randomUUID's batch, Math.random's state) it cannot reach.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -43,7 +55,9 @@ struct page {
   unsigned char magic[16];
   uint32_t index;
   volatile uint32_t count;
-  uint64_t reserved;
+  /* Page 0's: changed by the service in each copy (the reseed's cue). */
+  volatile uint32_t epoch;
+  uint32_t reserved;
   struct swap swaps[PER_PAGE];
 };
 
@@ -53,6 +67,36 @@ static struct page table[TABLE_PAGES] __attribute__((aligned(PAGE)));
 static const unsigned char MAGIC_XORED[16] = {0x0b, 0x2d, 0x2f, 0x24, 0x3e, 0x02, 0x25, 0x39,
                                               0x3e, 0x0c, 0x23, 0x26, 0x2f, 0x03, 0x2e, 0x7b};
 
+typedef void (*rand_add_fn)(const void *, int, double);
+static rand_add_fn rand_add;
+
+/* A restored copy's OpenSSL generator reseeded from the kernel. */
+static void reseed(void) {
+  unsigned char seed[48];
+  if (getrandom(seed, sizeof(seed), 0) != (ssize_t)sizeof(seed)) return;
+  rand_add(seed, sizeof(seed), (double)sizeof(seed));
+  explicit_bzero(seed, sizeof(seed));
+}
+
+static void *await_epoch(void *unused) {
+  (void)unused;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  uint32_t seen = table[0].epoch;
+  for (;;) {
+    uint32_t now = __atomic_load_n(&table[0].epoch, __ATOMIC_ACQUIRE);
+    if (now == seen) {
+      /* Returns at once when the value differs (a restart after a restore re-checks it). */
+      syscall(SYS_futex, &table[0].epoch, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+      continue;
+    }
+    seen = now;
+    reseed();
+  }
+  return NULL;
+}
+
 __attribute__((constructor)) static void fill_headers(void) {
   for (int p = 0; p < TABLE_PAGES; p++) {
     for (int i = 0; i < 16; i++) table[p].magic[i] = MAGIC_XORED[i] ^ 0x4a;
@@ -60,6 +104,20 @@ __attribute__((constructor)) static void fill_headers(void) {
     /* Every page written: present at a dump, so the service finds them all. */
     memset(table[p].swaps, 0, sizeof(table[p].swaps));
   }
+  /*
+   * Only a process with OpenSSL loaded from its start (Node.js) gets the
+   * thread: others (bwrap, sh, setpriv on the way in: setpriv aborts once
+   * it has a second thread) are not what a template holds.
+   */
+  rand_add = (rand_add_fn)dlsym(RTLD_DEFAULT, "RAND_add");
+  if (!rand_add) return;
+  pthread_attr_t attr;
+  pthread_t thread;
+  if (pthread_attr_init(&attr) != 0) return;
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_create(&thread, &attr, await_epoch, NULL);
+  pthread_attr_destroy(&attr);
 }
 
 /* The identity to show for (dev, ino): 1 when it is swapped. */

@@ -240,6 +240,7 @@ export class LaunchPreparer {
               ])
           ),
           node: this.options.nodeExecutable,
+          modelProxy: { baseUrl: network.modelProxy.baseUrl, model: network.modelProxy.model },
         })
       : undefined
     // Whatever the sandbox, the launch runs in the agent's network namespace.

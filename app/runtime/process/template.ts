@@ -6,6 +6,7 @@ import { rewriteIdentity } from '#runtime/process/criu_images'
 import {
   SWAP_TABLE_BODY,
   entriesBelow,
+  newEpoch,
   recordIdentities,
   swapTablesIn,
   swapTablePage,
@@ -110,8 +111,10 @@ export function templateKey(framework: string, shape: Record<string, unknown>): 
 /**
  * What a template was taken of: the framework's version and the launch
  * inside the sandbox (the same for every agent in the fixed layout), its
- * environment without the marker, and the Node.js binary. An agent whose
- * own differs cannot use it (`stale`).
+ * environment without the marker, the Node.js binary, and where it calls
+ * the model proxy (its memory holds the address: a relay on another port
+ * after a restart of the service would be a dead one). An agent whose own
+ * differs cannot use it (`stale`).
  */
 export function templateFingerprint(launch: {
   framework: string
@@ -120,6 +123,7 @@ export function templateFingerprint(launch: {
   args: string[]
   env: Record<string, string>
   node: string
+  modelProxy: { baseUrl: string; model: string }
 }): string {
   return createHash('sha256').update(JSON.stringify(launch)).digest('hex')
 }
@@ -289,7 +293,8 @@ export async function carryFolders(
 /**
  * In the memory images of `dir`: replaces every occurrence of each `from`
  * by its `to` (same length), and fills every page of the file identity
- * table (file_identities.ts) with `swaps`. How many of each value it
+ * table (file_identities.ts) with `swaps` and a new epoch (the copy's
+ * processes reseed OpenSSL's random generator: not the template's). How many of each value it
  * replaced, and how many table pages it filled. Each value is the
  * template's own random one (its marker, its tokens): wherever it is, it
  * stands for "this agent's". A copy a framework keeps in another form (a
@@ -302,6 +307,7 @@ async function personaliseMemory(
 ): Promise<{ replaced: number[]; tables: number }> {
   const replaced = pairs.map(() => 0)
   let tables = 0
+  const epoch = newEpoch()
   const needles = pairs.map(([from, to]) => [Buffer.from(from), Buffer.from(to)] as const)
   const overlap = Math.max(...needles.map(([needle]) => needle.length)) - 1
   const chunk = Buffer.alloc(REPLACE_CHUNK + overlap)
@@ -325,7 +331,7 @@ async function personaliseMemory(
         }
         // The table's pages are whole pages of the image (REPLACE_CHUNK is a multiple of one).
         for (const { at, page } of swapTablesIn(view, REPLACE_CHUNK)) {
-          const body = swapTablePage(swaps, page)
+          const body = swapTablePage(swaps, page, epoch)
           await handle.write(body, 0, body.length, offset + at + SWAP_TABLE_BODY)
           tables++
         }
