@@ -203,11 +203,13 @@ export class TemplateStarter {
         const dir = join(paths.runtime, 'template-copy')
         try {
           const uid = agentUid(spec.agentId)
-          const secrets: Array<[string, string]> = [
-            [meta.gatewayToken, template.gatewayToken],
-            [meta.modelProxyToken, spec.modelProxy.token],
-          ]
-          TemplateStore.assertPersonalisable(meta, { agentId: spec.agentId, secrets })
+          // The template's own values in its memory, and what stands for each in the agent's.
+          const values = {
+            marker: spec.agentId,
+            gatewayToken: template.gatewayToken,
+            modelProxyToken: spec.modelProxy.token,
+          }
+          TemplateStore.assertPersonalisable(meta, values)
           await carryFolders(
             templates,
             template.key,
@@ -220,13 +222,7 @@ export class TemplateStarter {
             await templates.identities(template.key),
             carriedFolders(paths)
           )
-          await templates.personalisedCopy(template.key, dir, {
-            agentId: spec.agentId,
-            uid,
-            gid: uid,
-            secrets,
-            swaps,
-          })
+          await templates.personalisedCopy(template.key, dir, { uid, gid: uid, values, swaps })
           templateToken = meta.gatewayToken
           return { dir }
         } catch (error) {
