@@ -30,7 +30,7 @@ const TABLE_PAGES = 16
 const HEADER = 32
 const SWAP_BYTES = 32
 const PER_PAGE = Math.floor((PAGE - HEADER) / SWAP_BYTES)
-/** How many swaps one process's table holds (two per file: both directions). */
+/** How many swaps one process's table holds (about two per file: file_identities' permutation). */
 export const MAX_SWAPS = TABLE_PAGES * PER_PAGE
 const MAGIC = Buffer.from('AgentHostFileId1')
 
@@ -140,14 +140,20 @@ export async function recordIdentities(
 
 /**
  * The swaps that make the agent's entries (in `folders`, before its first
- * process runs) show the template's identities, both ways; entries of the
- * same path and kind only. Throws when they do not fit the shim's table.
+ * process runs) show the template's identities; entries of the same path
+ * and kind only. They are a permutation of identities, so no two files ever
+ * show the same one: the template's inode numbers are free once its folders
+ * are gone, and a file of the agent's may have been given one of them (then
+ * it shows the identity of the next file along the chain, and the chain's
+ * last template identity shows the first agent identity). Throws when they
+ * do not fit the shim's table.
  */
 export async function identitySwaps(
   recorded: RecordedIdentity[],
   folders: Record<string, string>
 ): Promise<Array<[from: FileIdentity, to: FileIdentity]>> {
-  const swaps: Array<[FileIdentity, FileIdentity]> = []
+  const key = ({ dev, ino }: FileIdentity) => `${dev}:${ino}`
+  const shown = new Map<string, [FileIdentity, FileIdentity]>()
   for (const entry of recorded) {
     const root = folders[entry.folder]
     if (!root) continue
@@ -155,13 +161,20 @@ export async function identitySwaps(
     if (!info || kindOf(info) !== entry.kind) continue
     const own = { dev: info.dev, ino: info.ino }
     const template = { dev: BigInt(entry.dev), ino: BigInt(entry.ino) }
-    if (own.dev === template.dev && own.ino === template.ino) continue
-    swaps.push([own, template], [template, own])
+    if (key(own) !== key(template)) shown.set(key(own), [own, template])
+  }
+  // Each chain own -> template -> ... ends at an identity no agent file has: it shows the
+  // chain's first identity (a cycle). A chain's first is no other entry's template identity.
+  const targets = new Set([...shown.values()].map(([, template]) => key(template)))
+  const swaps = [...shown.values()]
+  for (const [first] of shown.values()) {
+    if (targets.has(key(first))) continue
+    let last = shown.get(key(first))![1]
+    while (shown.has(key(last))) last = shown.get(key(last))![1]
+    swaps.push([last, first])
   }
   if (swaps.length > MAX_SWAPS) {
-    throw new Error(
-      `${swaps.length / 2} files to keep the identity of (the shim holds ${MAX_SWAPS / 2})`
-    )
+    throw new Error(`${swaps.length} identities to keep (the shim holds ${MAX_SWAPS})`)
   }
   return swaps
 }

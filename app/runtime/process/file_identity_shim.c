@@ -109,7 +109,9 @@ __attribute__((constructor)) static void fill_headers(void) {
    * thread: others (bwrap, sh, setpriv on the way in: setpriv aborts once
    * it has a second thread) are not what a template holds.
    */
-  rand_add = (rand_add_fn)dlsym(RTLD_DEFAULT, "RAND_add");
+  /* Looked up through the program's handle: RTLD_DEFAULT depends on the caller's address. */
+  void *program = dlopen(NULL, RTLD_LAZY);
+  rand_add = program ? (rand_add_fn)dlsym(program, "RAND_add") : NULL;
   if (!rand_add) return;
   pthread_attr_t attr;
   pthread_t thread;
