@@ -303,6 +303,8 @@ export default definePlugin<FrameworkPlugin>({
       return { provider: 'hosted', model: typeof config.model === 'string' ? config.model : null }
     },
     tokenCheckPath: '/v1/models',
+    // Its cold boot is ~23 CPU-seconds here; a template start ~2 (docs/runtime.md).
+    onByDefault: true,
   },
 
   chatEndpoint(context) {

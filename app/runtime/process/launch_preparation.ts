@@ -107,7 +107,7 @@ export interface LaunchPreparerOptions {
   sandbox?: SandboxMode
   /** False: a sleep never checkpoints (AGENT_CHECKPOINT=off). */
   checkpoints?: boolean
-  /** True: new agents may start from a template (AGENT_TEMPLATES=on). */
+  /** New agents may start from a template: all that allow it, none, or by default (unset). */
   templates?: boolean
   network: AgentNetworking
   installs: FrameworkInstalls
@@ -326,7 +326,7 @@ export class LaunchPreparer {
   fixedLayout(plugin: FrameworkPlugin): boolean {
     return (
       plugin.template !== undefined &&
-      this.options.templates === true &&
+      (this.options.templates ?? plugin.template.onByDefault === true) &&
       this.options.checkpoints !== false &&
       criu().path !== undefined &&
       this.options.network.networks !== undefined &&
