@@ -29,6 +29,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -97,6 +98,20 @@ static void *await_epoch(void *unused) {
   return NULL;
 }
 
+/* dl_iterate_phdr's callback: 1 when the address is in the first object (the program), else 2. */
+static int in_program(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  uintptr_t address = *(uintptr_t *)data;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *segment = &info->dlpi_phdr[i];
+    uintptr_t start = info->dlpi_addr + segment->p_vaddr;
+    if (segment->p_type == PT_LOAD && address >= start && address < start + segment->p_memsz) {
+      return 1;
+    }
+  }
+  return 2;
+}
+
 __attribute__((constructor)) static void fill_headers(void) {
   for (int p = 0; p < TABLE_PAGES; p++) {
     for (int i = 0; i < 16; i++) table[p].magic[i] = MAGIC_XORED[i] ^ 0x4a;
@@ -105,14 +120,16 @@ __attribute__((constructor)) static void fill_headers(void) {
     memset(table[p].swaps, 0, sizeof(table[p].swaps));
   }
   /*
-   * Only a process with OpenSSL loaded from its start (Node.js) gets the
-   * thread: others (bwrap, sh, setpriv on the way in: setpriv aborts once
-   * it has a second thread) are not what a template holds.
+   * Only a program with OpenSSL built in (Node.js exports it) gets the
+   * thread: others (bwrap, sh, setpriv on the way in: setpriv aborts once it
+   * has a second thread; the tools an agent runs, curl or ssh with a shared
+   * libcrypto) are not what a template holds. Looked up through the
+   * program's handle: RTLD_DEFAULT depends on the caller's address.
    */
-  /* Looked up through the program's handle: RTLD_DEFAULT depends on the caller's address. */
   void *program = dlopen(NULL, RTLD_LAZY);
   rand_add = program ? (rand_add_fn)dlsym(program, "RAND_add") : NULL;
-  if (!rand_add) return;
+  uintptr_t address = (uintptr_t)rand_add;
+  if (!rand_add || dl_iterate_phdr(in_program, &address) != 1) return;
   pthread_attr_t attr;
   pthread_t thread;
   if (pthread_attr_init(&attr) != 0) return;
