@@ -10,8 +10,8 @@
  * copies: the same paths, other inode numbers. This library answers the stat
  * family (glibc's functions, and syscall() for statx, which libuv and Rust's
  * std call that way) with the template's identities for those files, and the
- * agent's for the template's own inode numbers (a swap: no two files ever show
- * the same identity).
+ * template's own inode numbers with the agent's (the swaps are a permutation:
+ * no two files ever show the same identity).
  *
  * The table of swaps is written by the service into a restored copy's memory
  * images (never at run time: no file, no lock): TABLE_PAGES pages, each
