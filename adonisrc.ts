@@ -87,6 +87,8 @@ export default defineConfig({
     { pattern: 'resources/console/**', reloadServer: false },
     // The skills catalogue ships as files (app/skills reads them at run time).
     { pattern: 'skills/**/SKILL.md', reloadServer: true },
+    // Compiled at run time with gcc (app/runtime/process/file_identities.ts).
+    { pattern: 'app/runtime/process/*.c', reloadServer: false },
   ],
 
   hooks: {},

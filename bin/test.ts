@@ -14,6 +14,8 @@ process.env.EXTRA_PLUGIN_DIRS ??= 'tests/fixtures/plugins'
 process.env.TRUST_PROXY ??= 'loopback'
 // Test servers do not install and warm OpenClaw and Hermes at start (the few tests that boot them do it on demand).
 process.env.AGENT_PREPARE_FRAMEWORKS ??= 'off'
+// Nor build templates: a template is one more gateway boot; the template tests make their own driver.
+process.env.AGENT_TEMPLATES ??= 'off'
 // The suite registers hundreds of accounts from one address; the limit's own test lowers it.
 process.env.SIGNUPS_PER_CLIENT_PER_DAY ??= '1000000'
 // scrypt at 2^14 instead of 2^17 (a second per hash): the rehash test checks the upgrade path.

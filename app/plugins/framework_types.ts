@@ -255,6 +255,11 @@ export interface FrameworkAdapter {
      * refuse the template's, or it is killed and booted.
      */
     tokenCheckPath: string
+    /**
+     * Its new agents start from templates unless AGENT_TEMPLATES=off (others
+     * only with AGENT_TEMPLATES=on).
+     */
+    onByDefault?: boolean
   }
 
   /** Path and headers of the OpenAI-compatible chat endpoint inside the agent. */

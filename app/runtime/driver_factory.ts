@@ -41,8 +41,13 @@ export function createDriver(settings: DriverSettings): ContainerDriver {
         compileCache: process.env.AGENT_COMPILE_CACHE !== 'off',
         checkpoints: process.env.AGENT_CHECKPOINT !== 'off',
         checkpointDiskMb: Number(process.env.AGENT_CHECKPOINT_DISK_MB) || undefined,
-        // Off unless asked: no shipped framework can start from a template yet (docs/runtime.md).
-        templates: process.env.AGENT_TEMPLATES === 'on',
+        // Unset: the frameworks whose plugin has templates on by default (OpenClaw; docs/runtime.md).
+        templates:
+          process.env.AGENT_TEMPLATES === 'on'
+            ? true
+            : process.env.AGENT_TEMPLATES === 'off'
+              ? false
+              : undefined,
         sandbox: (process.env.AGENT_SANDBOX || undefined) as SandboxMode | undefined,
         network: agentNetworkSettings() ?? null,
         log: settings.log,

@@ -288,10 +288,24 @@ export default definePlugin<FrameworkPlugin>({
   warmUpBeforeCheckpoint: true,
   // Workspace skills (highest precedence); the gateway's skills watcher picks up changes.
   skillsDir: { root: 'workspace', path: 'skills', reload: 'watch' },
-  // No template start (docs/runtime.md "New agents from a template"): OpenClaw 2026.9.6 keeps the
-  // dev:ino of its SQLite state database in memory and refuses the file once it is another one
-  // ("SQLite database file identity changed before existing-only open"), so a gateway restored
-  // onto an agent's own copy of its state answers every chat with a 500.
+  // New agents start from a template checkpoint (docs/runtime.md "New agents from a template"):
+  // a gateway on the hosted model proxy, booted from nothing but the model's name. Its gateway
+  // and model proxy tokens (environment variables) are replaced in the restored memory; GET
+  // /v1/models answers only to the token it holds. It keys its SQLite state database by the
+  // file's dev:ino and checks its config files' identities: the template's are shown to it
+  // again (app/runtime/process/file_identities.ts). A customer's own provider key, channel
+  // settings or any other key: a cold boot.
+  template: {
+    shape(config) {
+      const known = new Set(['personality', 'instructions', 'provider', 'model'])
+      if (Object.keys(config).some((name) => !known.has(name))) return undefined
+      if ((config.provider ?? 'hosted') !== 'hosted') return undefined
+      return { provider: 'hosted', model: typeof config.model === 'string' ? config.model : null }
+    },
+    tokenCheckPath: '/v1/models',
+    // Its cold boot is ~23 CPU-seconds here; a template start ~2 (docs/runtime.md).
+    onByDefault: true,
+  },
 
   chatEndpoint(context) {
     return {

@@ -269,7 +269,9 @@ export async function lastErrors(logFile: string): Promise<string> {
     const text = await readFile(logFile, 'utf8')
     const lines = text.split('\n')
     const errors = lines.filter((line) => /Error|BUG/.test(line) && !/RLIMIT_NOFILE/.test(line))
-    return (errors.length ? errors : lines.filter(Boolean)).slice(-3).join(' | ').slice(0, 600)
+    // The first error says what failed; the last ones what it led to.
+    const picked = errors.length > 3 ? [errors[0], ...errors.slice(-2)] : errors
+    return (picked.length ? picked : lines.filter(Boolean).slice(-3)).join(' | ').slice(0, 600)
   } catch {
     return 'no log'
   }

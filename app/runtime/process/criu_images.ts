@@ -25,7 +25,7 @@ const THREAD_CORE_CREDS = 10
 const CREDS_UIDS = new Set([1, 3, 5, 7])
 const CREDS_GIDS = new Set([2, 4, 6, 8])
 
-interface Field {
+export interface Field {
   number: number
   wireType: number
   /** Varint fields: the value; length-delimited: the bytes; fixed: the raw bytes. */
@@ -44,7 +44,7 @@ function readVarint(buffer: Buffer, offset: number): [bigint, number] {
   }
 }
 
-function writeVarint(value: bigint): Buffer {
+export function writeVarint(value: bigint): Buffer {
   const bytes: number[] = []
   let rest = value
   do {
@@ -56,7 +56,7 @@ function writeVarint(value: bigint): Buffer {
   return Buffer.from(bytes)
 }
 
-function parseMessage(buffer: Buffer): Field[] {
+export function parseMessage(buffer: Buffer): Field[] {
   const fields: Field[] = []
   let offset = 0
   while (offset < buffer.length) {
@@ -137,7 +137,7 @@ function editCreds(creds: Buffer, change: IdentityChange): Buffer {
 }
 
 /** The entries of an image file after its magic. */
-function splitImage(image: Buffer): { header: Buffer; entries: Buffer[] } {
+export function splitImage(image: Buffer): { header: Buffer; entries: Buffer[] } {
   const first = image.readUInt32LE(0)
   const headerSize = first === IMG_COMMON_MAGIC || first === IMG_SERVICE_MAGIC ? 8 : 4
   const entries: Buffer[] = []
@@ -152,7 +152,7 @@ function splitImage(image: Buffer): { header: Buffer; entries: Buffer[] } {
   return { header: image.subarray(0, headerSize), entries }
 }
 
-function joinImage(header: Buffer, entries: Buffer[]): Buffer {
+export function joinImage(header: Buffer, entries: Buffer[]): Buffer {
   const parts: Buffer[] = [header]
   for (const entry of entries) {
     const size = Buffer.alloc(4)

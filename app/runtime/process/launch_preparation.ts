@@ -10,6 +10,7 @@ import type { AgentNetworking } from '#runtime/process/agent_network/agent_netwo
 import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
 import { criu, type AgentCheckpoint } from '#runtime/process/checkpoint'
 import { AGENT_MARKER_VARIABLE, buildChildEnv } from '#runtime/process/child_env'
+import { fileIdentityShim } from '#runtime/process/file_identities'
 import type { FrameworkInstalls } from '#runtime/process/framework_installs'
 import type { LogFile } from '#runtime/process/log_file'
 import {
@@ -50,6 +51,7 @@ function sayLimits(withCgroups: boolean, log: (message: string) => void) {
 }
 
 let checkpointsSaid = false
+let shimSaid = false
 
 /**
  * What a checkpoint was taken of: the framework, its launch, environment
@@ -105,7 +107,7 @@ export interface LaunchPreparerOptions {
   sandbox?: SandboxMode
   /** False: a sleep never checkpoints (AGENT_CHECKPOINT=off). */
   checkpoints?: boolean
-  /** True: new agents may start from a template (AGENT_TEMPLATES=on). */
+  /** New agents may start from a template: all that allow it, none, or by default (unset). */
   templates?: boolean
   network: AgentNetworking
   installs: FrameworkInstalls
@@ -215,6 +217,10 @@ export class LaunchPreparer {
       pluginEnv: launch.env,
       ...(fixed ? { agentsDir: this.options.agentsDir } : {}),
     })
+    // The fixed layout is what templates are taken of and restored into: every process of
+    // it keeps the identities of the files the template saw (file_identities.ts).
+    const shim = fixed ? this.#fileIdentityShim() : undefined
+    if (shim) env.LD_PRELOAD = shim
     // What a template of this launch holds: the same for every agent of this framework and shape.
     const fingerprint = shape
       ? templateFingerprint({
@@ -234,6 +240,7 @@ export class LaunchPreparer {
               ])
           ),
           node: this.options.nodeExecutable,
+          modelProxy: { baseUrl: network.modelProxy.baseUrl, model: network.modelProxy.model },
         })
       : undefined
     // Whatever the sandbox, the launch runs in the agent's network namespace.
@@ -319,11 +326,23 @@ export class LaunchPreparer {
   fixedLayout(plugin: FrameworkPlugin): boolean {
     return (
       plugin.template !== undefined &&
-      this.options.templates === true &&
+      (this.options.templates ?? plugin.template.onByDefault === true) &&
       this.options.checkpoints !== false &&
       criu().path !== undefined &&
       this.options.network.networks !== undefined &&
-      fixedLayoutAvailable()
+      fixedLayoutAvailable() &&
+      this.#fileIdentityShim() !== undefined
     )
+  }
+
+  /** The file identity library's path (built on first use); undefined, said once, without one. */
+  #fileIdentityShim(): string | undefined {
+    const shim = fileIdentityShim(join(this.options.cacheDir, 'sandbox'))
+    if ('path' in shim) return shim.path
+    if (!shimSaid) {
+      shimSaid = true
+      this.options.log(`no template starts: the file identity library is missing: ${shim.reason}`)
+    }
+    return undefined
   }
 }

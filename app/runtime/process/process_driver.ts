@@ -108,6 +108,7 @@ export class ProcessDriver implements ContainerDriver {
           await this.remove(agentId).catch(() => undefined)
           await this.#network.teardown(agentId)
         },
+        answerModelCallsOf: (modelProxy) => this.#network.answerModelCallsOf(modelProxy),
       },
     })
     this.#settings = supervisorSettings(options, () => this.#stopping)

@@ -34,9 +34,11 @@ export interface ProcessDriverOptions {
   checkpointDiskMb?: number
   /**
    * New agents of a framework that allows it start from a template
-   * checkpoint instead of a cold boot (app/runtime/process/template.ts;
-   * AGENT_TEMPLATES=on turns it on in the service; default off).
-   * Needs checkpoints, the root layout and agent network namespaces.
+   * checkpoint instead of a cold boot (app/runtime/process/template.ts).
+   * True: every framework that allows it (AGENT_TEMPLATES=on); false: none
+   * (AGENT_TEMPLATES=off); unset: those whose plugin has them on by default
+   * (OpenClaw). Needs checkpoints, the root layout, agent network
+   * namespaces and gcc (the file identity library).
    */
   templates?: boolean
   /** AGENT_SANDBOX: the agents' sandbox (app/runtime/process/sandbox.ts); default auto. */

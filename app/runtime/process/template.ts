@@ -1,15 +1,36 @@
 import { createHash } from 'node:crypto'
-import { cp, lstat, mkdir, open, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises'
+import { cp, lstat, mkdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises'
 import { join, relative } from 'node:path'
 import { inFolderBelow, writeFileBelow, type Owner } from '#runtime/files/confined_dir'
 import { rewriteIdentity } from '#runtime/process/criu_images'
+import {
+  SWAP_TABLE_BODY,
+  entriesBelow,
+  newEpoch,
+  recordIdentities,
+  swapTablePage,
+  type FileIdentity,
+  type RecordedIdentity,
+} from '#runtime/process/file_identities'
+import {
+  PARENT_LINK,
+  findPatches,
+  writeIncrementalPages,
+  type PagePatch,
+  type TemplateValue,
+} from '#runtime/process/template_pages'
 
 /** The agent's own folders a template carries what its framework wrote at boot in. */
 export const CARRIED_FOLDERS = ['workspace', 'state', 'home', 'tmp', 'cache'] as const
 type CarriedFolder = (typeof CARRIED_FOLDERS)[number]
 
-/** How much of a memory image is searched at once for the values a copy replaces. */
-const REPLACE_CHUNK = 64 * 1024 * 1024
+/** Just the carried folders of an agent's paths (host path by name). */
+export function carriedFolders(paths: Record<CarriedFolder, string>): Record<string, string> {
+  return Object.fromEntries(CARRIED_FOLDERS.map((name) => [name, paths[name]]))
+}
+
+/** The template's own files beside its images: never a copy's. */
+const TEMPLATE_FILES = ['template.json', 'identities.json', 'patches.json', 'folders']
 
 /**
  * Template checkpoints: new agents started from a warm framework instead of
@@ -96,8 +117,10 @@ export function templateKey(framework: string, shape: Record<string, unknown>): 
 /**
  * What a template was taken of: the framework's version and the launch
  * inside the sandbox (the same for every agent in the fixed layout), its
- * environment without the marker, and the Node.js binary. An agent whose
- * own differs cannot use it (`stale`).
+ * environment without the marker, the Node.js binary, and where it calls
+ * the model proxy (its memory holds the address: a relay on another port
+ * after a restart of the service would be a dead one). An agent whose own
+ * differs cannot use it (`stale`).
  */
 export function templateFingerprint(launch: {
   framework: string
@@ -106,6 +129,7 @@ export function templateFingerprint(launch: {
   args: string[]
   env: Record<string, string>
   node: string
+  modelProxy: { baseUrl: string; model: string }
 }): string {
   return createHash('sha256').update(JSON.stringify(launch)).digest('hex')
 }
@@ -123,6 +147,11 @@ export class TemplateStore {
     } catch {
       return undefined
     }
+  }
+
+  /** The identities of what its framework had in its folders at the dump. */
+  async identities(key: string): Promise<RecordedIdentity[]> {
+    return JSON.parse(await readFile(join(this.path(key), 'identities.json'), 'utf8'))
   }
 
   async discard(key: string): Promise<void> {
@@ -147,6 +176,9 @@ export class TemplateStore {
     await rm(staged, { recursive: true, force: true })
     await rename(checkpointDir, staged)
     await rm(join(staged, 'checkpoint.json'), { force: true })
+    // What its framework saw of its folders (file_identities.ts): a copy shows these again.
+    const identities = await recordIdentities(carriedFolders(folders))
+    await writeFile(join(staged, 'identities.json'), JSON.stringify(identities), { mode: 0o600 })
     for (const name of CARRIED_FOLDERS) {
       // Links are copied as links, and never followed at a restore (carryFolders).
       await cp(folders[name], join(staged, 'folders', name), {
@@ -154,52 +186,97 @@ export class TemplateStore {
         verbatimSymlinks: true,
       })
     }
+    // Where each copy writes (template_pages.ts): found once, the images never change.
+    const patches = await findPatches(staged, {
+      marker: meta.marker,
+      gatewayToken: meta.gatewayToken,
+      modelProxyToken: meta.modelProxyToken,
+    })
+    if (!patches.some((patch) => 'value' in patch && patch.value === 'marker')) {
+      throw new Error("the template's marker is not in its memory")
+    }
+    if (!patches.some((patch) => 'table' in patch)) {
+      throw new Error("the file identity table is not in the template's memory")
+    }
+    await writeFile(join(staged, 'patches.json'), JSON.stringify(patches), { mode: 0o600 })
     await writeFile(join(staged, 'template.json'), `${JSON.stringify(meta)}\n`, { mode: 0o600 })
     await this.discard(key)
     await rename(staged, this.path(key))
   }
 
   /**
+   * Throws when the agent cannot have a copy of the template whose meta this
+   * is: values replaced in memory are replaced in place, so nothing in it
+   * may move (the environment, heap strings).
+   */
+  static assertPersonalisable(meta: TemplateMeta, values: Record<TemplateValue, string>): void {
+    if (Buffer.byteLength(values.marker) !== Buffer.byteLength(meta.marker)) {
+      throw new Error(
+        `agent id of ${values.marker.length} characters (the marker has ${meta.marker.length})`
+      )
+    }
+    for (const name of ['gatewayToken', 'modelProxyToken'] as const) {
+      if (Buffer.byteLength(values[name]) !== Buffer.byteLength(meta[name])) {
+        throw new Error("a token of another length than the template's")
+      }
+    }
+  }
+
+  /**
    * A copy of the template `key` at `target`, made the agent's: every
-   * thread's credentials set to its uid and gid, the template's marker in
-   * its memory replaced by the agent's id. Throws when it cannot be.
+   * thread's credentials set to its uid and gid; in its memory the
+   * template's marker, gateway and model proxy tokens replaced by the
+   * agent's `values` (the marker by its id), the file identity swaps
+   * (file_identities.ts) and a new epoch in every process's table. Its
+   * memory is the template's but for those pages (template_pages.ts: CRIU
+   * reads the rest from the template's images). Throws when it cannot be.
    */
   async personalisedCopy(
     key: string,
     target: string,
     agent: {
-      agentId: string
       uid: number
       gid: number
-      /** Template secret -> the agent's, each of the same length. */
-      secrets: Array<[from: string, to: string]>
+      values: Record<TemplateValue, string>
+      swaps: Array<[from: FileIdentity, to: FileIdentity]>
     }
   ): Promise<void> {
     const meta = await this.meta(key)
     if (!meta) throw new Error('the template is gone')
-    // Replaced in place: nothing in memory may move (the environment, heap strings).
-    if (Buffer.byteLength(agent.agentId) !== Buffer.byteLength(meta.marker)) {
-      throw new Error(
-        `agent id of ${agent.agentId.length} characters (the marker has ${meta.marker.length})`
-      )
-    }
-    for (const [from, to] of agent.secrets) {
-      if (Buffer.byteLength(from) !== Buffer.byteLength(to)) {
-        throw new Error("a token of another length than the template's")
-      }
-    }
+    TemplateStore.assertPersonalisable(meta, agent.values)
+    const source = this.path(key)
+    const patches: PagePatch[] = JSON.parse(await readFile(join(source, 'patches.json'), 'utf8'))
     await rm(target, { recursive: true, force: true })
-    await cp(this.path(key), target, {
+    // Every image but the pages (and the pagemaps, written below).
+    await cp(source, target, {
       recursive: true,
-      filter: (source) => !source.startsWith(join(this.path(key), 'folders')),
+      filter: (path) => {
+        const name = relative(source, path)
+        return !TEMPLATE_FILES.includes(name.split('/')[0]) && !/^pages-\d+\.img$/.test(name)
+      },
     })
-    await rm(join(target, 'template.json'), { force: true })
+    // Relative: CRIU reads pages from inside the restored root, where the host's paths are not.
+    await symlink(relative(target, source), join(target, PARENT_LINK))
     await rewriteIdentity(target, {
       from: { uid: meta.uid, gid: meta.gid },
       to: { uid: agent.uid, gid: agent.gid },
     })
-    const replaced = await replaceInPages(target, [[meta.marker, agent.agentId], ...agent.secrets])
-    if (replaced[0] === 0) throw new Error("the template's marker is not in its memory")
+    const epoch = newEpoch()
+    const values = Object.fromEntries(
+      Object.entries(agent.values).map(([name, value]) => [name, Buffer.from(value)])
+    ) as Record<TemplateValue, Buffer>
+    await writeIncrementalPages(source, target, (file) =>
+      patches
+        .filter((patch) => patch.file === file)
+        .map((patch) =>
+          'value' in patch
+            ? { offset: patch.offset, bytes: values[patch.value] }
+            : {
+                offset: patch.offset + SWAP_TABLE_BODY,
+                bytes: swapTablePage(agent.swaps, patch.table, epoch),
+              }
+        )
+    )
   }
 }
 
@@ -221,7 +298,7 @@ export async function carryFolders(
   let written = 0
   for (const name of CARRIED_FOLDERS) {
     const from = join(store.path(key), 'folders', name)
-    const files = await readdir(from, { recursive: true }).catch(() => [] as string[])
+    const files = await entriesBelow(from)
     for (const file of files) {
       const source = join(from, file)
       const info = await lstat(source)
@@ -242,43 +319,4 @@ export async function carryFolders(
     }
   }
   return written
-}
-
-/**
- * Replaces every occurrence of each `from` by its `to` (same length) in the
- * memory images of `dir`; how many of each it replaced. Each is the
- * template's own random value (its marker, its tokens): wherever it is, it
- * stands for "this agent's". A copy a framework keeps in another form (a
- * hash, UTF-16) is not found: the token check after the restore catches it.
- */
-async function replaceInPages(dir: string, pairs: Array<[string, string]>): Promise<number[]> {
-  const counts = pairs.map(() => 0)
-  const needles = pairs.map(([from, to]) => [Buffer.from(from), Buffer.from(to)] as const)
-  const overlap = Math.max(...needles.map(([needle]) => needle.length)) - 1
-  const chunk = Buffer.alloc(REPLACE_CHUNK + overlap)
-  for (const name of await readdir(dir)) {
-    if (!/^pages-\d+\.img$/.test(name)) continue
-    // In place, a chunk at a time (an OpenClaw gateway's images are ~0.8 GB): only the
-    // bytes replaced are written.
-    const handle = await open(join(dir, name), 'r+')
-    try {
-      for (let offset = 0; ; offset += REPLACE_CHUNK) {
-        const { bytesRead } = await handle.read(chunk, 0, chunk.length, offset)
-        if (bytesRead === 0) break
-        const view = chunk.subarray(0, bytesRead)
-        for (const [index, [needle, replacement]] of needles.entries()) {
-          for (let at = view.indexOf(needle); at !== -1; at = view.indexOf(needle, at + 1)) {
-            // A match starting in the overlap is the next chunk's.
-            if (at >= REPLACE_CHUNK) break
-            await handle.write(replacement, 0, replacement.length, offset + at)
-            counts[index]++
-          }
-        }
-        if (bytesRead < chunk.length) break
-      }
-    } finally {
-      await handle.close()
-    }
-  }
-  return counts
 }

@@ -4,13 +4,17 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FrameworkPlugin } from '#plugins/types'
 import { SERVICE_FOLDER, agentPaths } from '#runtime/agent_paths'
+import { chatOnce } from '#runtime/chat_client'
+import { warmUpRequest } from '#runtime/warm_up'
 import type { CreateRequest } from '#runtime/types'
 import type { AgentProcess } from '#runtime/process/agent_process'
 import type { TemplateStart } from '#runtime/process/prepared_launch'
 import { agentOwner } from '#runtime/process/agent_files'
 import { AgentCheckpoint } from '#runtime/process/checkpoint'
 import { agentUid } from '#runtime/process/sandbox'
+import { identitySwaps } from '#runtime/process/file_identities'
 import {
+  carriedFolders,
   carryFolders,
   emptyTemplateCounts,
   templateKey,
@@ -61,6 +65,12 @@ export interface TemplateRuns {
   hibernate(agentId: string): Promise<boolean>
   /** Removes the run's process, folders and network namespace. */
   remove(agentId: string): Promise<void>
+  /**
+   * Model calls made with `modelProxy.token` answered on this host, never
+   * forwarded, until the returned function is called; undefined when they
+   * cannot be.
+   */
+  answerModelCallsOf(modelProxy: CreateRequest['spec']['modelProxy']): (() => void) | undefined
 }
 
 export interface TemplateStarterOptions {
@@ -193,16 +203,13 @@ export class TemplateStarter {
         const dir = join(paths.runtime, 'template-copy')
         try {
           const uid = agentUid(spec.agentId)
-          await templates.personalisedCopy(template.key, dir, {
-            agentId: spec.agentId,
-            uid,
-            gid: uid,
-            secrets: [
-              [meta.gatewayToken, template.gatewayToken],
-              [meta.modelProxyToken, spec.modelProxy.token],
-            ],
-          })
-          templateToken = meta.gatewayToken
+          // The template's own values in its memory, and what stands for each in the agent's.
+          const values = {
+            marker: spec.agentId,
+            gatewayToken: template.gatewayToken,
+            modelProxyToken: spec.modelProxy.token,
+          }
+          TemplateStore.assertPersonalisable(meta, values)
           await carryFolders(
             templates,
             template.key,
@@ -210,6 +217,13 @@ export class TemplateStarter {
             paths,
             agentOwner(spec.agentId)
           )
+          // After the carry, before its first process: the agent's entries as they will be.
+          const swaps = await identitySwaps(
+            await templates.identities(template.key),
+            carriedFolders(paths)
+          )
+          await templates.personalisedCopy(template.key, dir, { uid, gid: uid, values, swaps })
+          templateToken = meta.gatewayToken
           return { dir }
         } catch (error) {
           await rm(dir, { recursive: true, force: true })
@@ -251,6 +265,27 @@ export class TemplateStarter {
     }
   }
 
+  /**
+   * The template's framework gets the private warm-up turn (warm_up.ts) an
+   * agent gets before its first checkpoint, so that no agent started from
+   * it pays the framework's one-time first-turn work (OpenClaw: ~8 s of
+   * CPU). Throws when the turn failed.
+   */
+  async #warmUp(
+    plugin: FrameworkPlugin,
+    templateId: string,
+    gatewayToken: string,
+    agent: AgentProcess
+  ): Promise<void> {
+    const endpoint = plugin.chatEndpoint({ agentId: templateId, gatewayToken })
+    const target = {
+      url: `http://${agent.host}:${agent.port}${endpoint.path}`,
+      headers: endpoint.headers,
+      model: endpoint.model,
+    }
+    await chatOnce(target, warmUpRequest(AbortSignal.timeout(TEMPLATE_BOOT_TIMEOUT_MS)))
+  }
+
   /** Builds the template `key` in the background, once at a time per key. */
   #buildTemplateSoon(
     key: string,
@@ -283,6 +318,7 @@ export class TemplateStarter {
   ): Promise<void> {
     const runs = this.options.runs
     const templateId = randomUUID()
+    let warmedUp = false
     const started = Date.now()
     // Its tokens: random, as long as an agent's, so that a copy's can be replaced in place.
     const gatewayToken = randomBytes(24).toString('hex')
@@ -293,6 +329,8 @@ export class TemplateStarter {
       config: shape,
       modelProxy: { ...agentSpec.modelProxy, token: modelProxyToken },
     }
+    // Its model calls (a warm-up turn, a catalogue refresh) never leave this host.
+    const answeredHere = runs.answerModelCallsOf(spec.modelProxy)
     try {
       await runs.create({ spec, plugin, gatewayToken } as CreateRequest, key)
       const agent = runs.agent(templateId)
@@ -303,6 +341,12 @@ export class TemplateStarter {
         TEMPLATE_BOOT_TIMEOUT_MS
       )
       if (!ready) throw new Error('it did not get ready')
+      // Only where its model calls are answered here: its token is nobody's, the model
+      // proxy would refuse it (and a framework may remember a refusal).
+      if (plugin.warmUpBeforeCheckpoint && answeredHere) {
+        await this.#warmUp(plugin, templateId, gatewayToken, agent)
+        warmedUp = true
+      }
       const prepared = agent.prepared!
       // shape(shape) is the shape: the template's launch is what its agents' is.
       const fingerprint = this.#buildFingerprints.get(templateId)
@@ -331,9 +375,10 @@ export class TemplateStarter {
         runPaths
       )
       this.options.log(
-        `${plugin.name} template built in ${Math.round((Date.now() - started) / 100) / 10} s (${Math.round((meta?.bytes ?? 0) / 1024 / 1024)} MB)`
+        `${plugin.name} template built in ${Math.round((Date.now() - started) / 100) / 10} s (${Math.round((meta?.bytes ?? 0) / 1024 / 1024)} MB${warmedUp ? ', after a warm-up turn' : ''})`
       )
     } finally {
+      answeredHere?.()
       await runs.remove(templateId).catch(() => undefined)
       this.#templateAgents.delete(templateId)
       this.#buildFingerprints.delete(templateId)

@@ -5,43 +5,16 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { test } from '@japa/runner'
 import JSON5 from 'json5'
 import { agentPaths } from '#runtime/agent_paths'
-import { PackageCache } from '#runtime/package_cache'
 import { isAlive } from '#runtime/process/proc_stats'
 import { criu } from '#runtime/process/checkpoint'
 import { markedProcesses, readRecord } from '#runtime/process/process_record'
 import { bubblewrapWorks } from '#runtime/process/sandbox'
-import { OPENCLAW_VERSION } from '../../../plugins/openclaw/index.ts'
 import { catalogueSkill, skillFilesFor } from '#skills/services/skill_catalogue'
 import { startFakeModelProvider, type FakeModelProvider } from '#tests/helpers/fake_model_provider'
-import { processHarness, sharedCacheDir, type RuntimeHarness } from '#tests/helpers/runtime'
+import { openclawUnavailable } from '#tests/helpers/openclaw'
+import { processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
 
 const canCheckpoint = process.getuid?.() === 0 && bubblewrapWorks() && criu().path !== undefined
-let installProblem: string | undefined
-let installChecked = false
-
-/**
- * Installs the pinned package into the shared runtime cache (downloads from
- * the npm registry on the first run, like an image pull). The test is
- * skipped only when that is impossible, with the reason printed.
- */
-async function openclawUnavailable(): Promise<boolean> {
-  if (!installChecked) {
-    installChecked = true
-    const cache = new PackageCache({
-      cacheDir: sharedCacheDir(),
-      log: (message) => console.log(`  [runtime cache] ${message}`),
-    })
-    try {
-      await cache.ensure('openclaw', OPENCLAW_VERSION)
-    } catch (error) {
-      installProblem = (error as Error).message
-      console.log(
-        `  SKIPPED: openclaw@${OPENCLAW_VERSION} could not be installed: ${installProblem}`
-      )
-    }
-  }
-  return installProblem !== undefined
-}
 
 test.group('Runtime / real OpenClaw through the process driver', (group) => {
   let harness: RuntimeHarness

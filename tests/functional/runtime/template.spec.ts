@@ -93,6 +93,22 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
     await startReady(harness, agentId)
     assert.equal(harness.driver.templateCounts().restored, 1)
     assert.isTrue(startedFromTemplate(harness, agentId))
+
+    // Its config file is its own (another inode on the host) yet shows the identity the
+    // template saw at its boot; a second agent from the same images draws other random bytes.
+    const second = randomUUID()
+    await startReady(harness, second)
+    assert.isTrue(startedFromTemplate(harness, second))
+    const identity = await getWithTokenOf(harness, agentId, agentId, '/identity')
+    const secondIdentity = await getWithTokenOf(harness, second, second, '/identity')
+    assert.equal(identity.body.now, identity.body.atBoot)
+    const onHost = statSync(join(agentPaths(harness.agentsDir, agentId).state, 'fixture.json'), {
+      bigint: true,
+    })
+    assert.notEqual(`${onHost.dev}:${onHost.ino}`, identity.body.now)
+    assert.notEqual(secondIdentity.body.random, identity.body.random)
+    await harness.runtime.stop(second)
+
     const log = readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8')
     assert.include(log, 'started fixture from its template')
     assert.include(log, 'reloaded its config', 'it took its own config after the restore')

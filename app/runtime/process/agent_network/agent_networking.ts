@@ -3,6 +3,7 @@ import {
   agentNetworkUnavailable,
   enterNetns,
 } from '#runtime/process/agent_network/agent_networks'
+import { isLoopbackUrl } from '#runtime/model_proxy_relay'
 import {
   agentNetworkSettings,
   type AgentNetworkSettings,
@@ -66,6 +67,17 @@ export class AgentNetworking {
       modelProxy: { ...modelProxy, baseUrl: await this.networks.modelProxyFor(modelProxy.baseUrl) },
       enter: (launch) => enterNetns(netns.path, launch),
     }
+  }
+
+  /**
+   * The model calls made with `modelProxy.token` through a relay (a model
+   * proxy on this host's loopback) answered by the relay itself until the
+   * returned function is called; undefined when agents do not reach the
+   * model proxy through one.
+   */
+  answerModelCallsOf(modelProxy: PreparedNetwork['modelProxy']): (() => void) | undefined {
+    if (!this.networks || !isLoopbackUrl(new URL(modelProxy.baseUrl))) return undefined
+    return this.networks.answerModelCallsOf(modelProxy.token, modelProxy.model)
   }
 
   /** Makes the agent's namespace again before a start (a stop took it); its address. */

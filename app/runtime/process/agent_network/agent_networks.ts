@@ -136,6 +136,8 @@ export class AgentNetworks {
   readonly bridgeAddress: string
   #ready?: Promise<void>
   readonly #relays = new Map<string, Promise<ModelProxyRelay>>()
+  /** Bearer tokens whose model calls the relays answer themselves, and their model (answerModelCallsOf). */
+  readonly #answeredHere = new Map<string, string>()
 
   constructor(
     private readonly settings: AgentNetworkSettings,
@@ -206,6 +208,10 @@ export class AgentNetworks {
           host: this.bridgeAddress,
           target,
           preferredPort: Number(target.port) || 80,
+          answersHere: (authorization) =>
+            this.#answeredHere.size === 0
+              ? undefined
+              : this.#answeredHere.get(authorization?.replace(/^Bearer\s+/i, '') ?? ''),
         })
         await run(NFT!, [
           'add',
@@ -225,6 +231,17 @@ export class AgentNetworks {
     local.hostname = this.bridgeAddress
     local.port = String(port)
     return local.toString().replace(/\/$/, '')
+  }
+
+  /**
+   * The relays answer the model calls made with `token` themselves, never
+   * forwarding them (a template's framework: model_proxy_relay.ts's
+   * answerHere; `model` is the one they list), until the returned function
+   * is called.
+   */
+  answerModelCallsOf(token: string, model: string): () => void {
+    this.#answeredHere.set(token, model)
+    return () => this.#answeredHere.delete(token)
   }
 
   /** The agent's namespace, made when it has none (idempotent: a restart or adoption keeps it). */
