@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { cp, lstat, mkdir, open, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises'
 import { join, relative } from 'node:path'
 import { inFolderBelow, writeFileBelow, type Owner } from '#runtime/files/confined_dir'
+import { publishOnce, stagingName } from '#core/files/atomic_file'
 import { rewriteIdentity } from '#runtime/process/criu_images'
 
 /** The agent's own folders a template carries what its framework wrote at boot in. */
@@ -143,8 +144,8 @@ export class TemplateStore {
     folders: Record<CarriedFolder, string>
   ): Promise<void> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 })
-    const staged = `${this.path(key)}.partial`
-    await rm(staged, { recursive: true, force: true })
+    // A name of its own: another instance on this storage may build the same template now.
+    const staged = stagingName(this.path(key))
     await rename(checkpointDir, staged)
     await rm(join(staged, 'checkpoint.json'), { force: true })
     for (const name of CARRIED_FOLDERS) {
@@ -156,7 +157,8 @@ export class TemplateStore {
     }
     await writeFile(join(staged, 'template.json'), `${JSON.stringify(meta)}\n`, { mode: 0o600 })
     await this.discard(key)
-    await rename(staged, this.path(key))
+    // A template another instance installed meanwhile is as good: it stands.
+    await publishOnce(staged, this.path(key))
   }
 
   /**
