@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
 import { ioUringFilterProgram } from '#runtime/process/seccomp'
+import { FakeTelegram } from '#tests/helpers/fake_telegram'
 import { startHostInstances, type HostInstances } from '#tests/helpers/host_instances'
 import { waitFor } from '#tests/helpers/processes'
 import type { ServiceUnderFault } from '#tests/helpers/service_under_fault'
@@ -301,4 +302,88 @@ test.group('Instances on one host (process driver): one agent, any instance', (g
     assert.deepEqual(host.agentProcesses().get(agentId), before.pids, 'the same processes')
     await b.restart()
   }).timeout(180_000)
+})
+
+test.group('Instances on one host (process driver): a channel connection', (group) => {
+  let host: HostInstances
+  let telegram: FakeTelegram
+  group.setup(async () => {
+    telegram = await new FakeTelegram().start()
+    host = await startHostInstances(2, { TELEGRAM_API_URL: telegram.url })
+    return async () => {
+      await host.destroy()
+      await telegram.close()
+    }
+  })
+
+  /** Which instance (by pid) holds the bot's connection, and what each instance says of it. */
+  async function seen(agentId: string, token: string) {
+    const [row] = await host.query(
+      `select holder, state from agent_channels where agent_id = $1 and channel = 'telegram'`,
+      [agentId]
+    )
+    const statuses = []
+    for (const instance of host.instances) {
+      const { exitCode, signalCode } = instance.server.child
+      if (exitCode !== null || signalCode) continue
+      const answer = await instance.call(`/agents/${agentId}/channel-status`, { token })
+      statuses.push(answer.body.data?.telegram?.state)
+    }
+    return { holder: row?.holder ? Number(String(row.holder).split(':')[1]) : undefined, statuses }
+  }
+
+  test('a bot is polled by one instance, shows connected through both, and moves when its holder dies', async ({
+    assert,
+  }) => {
+    const [a, b] = host.instances
+    const jwt = await host.account()
+    const agentId = await a.createFixtureAgent(jwt, 'Channel agent')
+    await a.waitUntilRunning(jwt, agentId, 60_000)
+    const bot = telegram.addBot('host_bot')
+    const patched = await b.call(`/agents/${agentId}`, {
+      method: 'PATCH',
+      token: jwt,
+      json: { config: { channels: { telegram: { botToken: bot } } } },
+    })
+    assert.equal(patched.status, 200, JSON.stringify(patched.body))
+
+    const connected = async () => {
+      const now = await seen(agentId, jwt)
+      return now.statuses.every((state) => state === 'connected') && now.holder ? now : undefined
+    }
+    const first = await waitFor(connected, { timeoutMs: 30_000, what: 'the bot to connect' })
+    const pids = host.instances.map((instance) => instance.server.child.pid)
+    assert.isTrue(pids.includes(first.holder), 'one of the two holds it')
+
+    telegram.userSays(bot, 'hello over telegram')
+    await waitFor(async () => (telegram.repliesTo(bot, 4242).length > 0 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: 'the reply',
+    })
+    await new Promise((resolve) => setTimeout(resolve, 6_000))
+    assert.lengthOf(telegram.repliesTo(bot, 4242), 1, 'answered once')
+    assert.equal(telegram.bot(bot).conflicts, 0, 'never two pollers')
+
+    // Its holder dies: the other instance takes the connection over.
+    const holder = host.instances.find((instance) => instance.server.child.pid === first.holder)!
+    const survivor = host.instances.find((instance) => instance !== holder)!
+    const killedAt = Date.now()
+    await holder.kill9()
+    const moved = await waitFor(
+      async () => {
+        const now = await connected()
+        return now?.holder === survivor.server.child.pid ? now : undefined
+      },
+      { timeoutMs: 40_000, what: 'the survivor to hold the bot' }
+    )
+    console.log(`    telegram connected again ${Date.now() - killedAt} ms after its holder's kill`)
+    assert.deepEqual(moved.statuses, ['connected'])
+    telegram.userSays(bot, 'still there?')
+    await waitFor(async () => (telegram.repliesTo(bot, 4242).length > 1 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: 'the second reply',
+    })
+    assert.include(telegram.repliesTo(bot, 4242)[1].text, 'still there?')
+    await holder.restart()
+  }).timeout(240_000)
 })
