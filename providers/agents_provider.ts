@@ -9,7 +9,9 @@ import type { ApplicationService } from '@adonisjs/core/types'
  *   with AGENTS_RECOVER_ON_BOOT=false) the containers of `active` agents
  *   are adopted or started again, in the background; on a shared engine
  *   (docker, swarm) the holder of the reconcile lease does it, again
- *   every minute, and another instance takes over when it dies;
+ *   every minute, and another instance takes over when it dies; with the
+ *   process driver, the agents of an instance of this host that died are
+ *   adopted by the instance that claims their leases;
  * - in the web server, agents idle for AGENT_IDLE_SLEEP_SECS are put to
  *   sleep (checked every 30 s).
  */
@@ -64,8 +66,16 @@ export default class AgentsProvider {
           )
         )
       if (runtime.driver.name === 'process') {
-        // Local processes are this instance's own: it recovers them once, at boot.
+        // Local processes: at boot each instance of the host recovers those no live one holds;
+        // later, the agents of an instance that died are adopted by whoever claims them.
         recover().catch((error) => logger.error({ err: error }, 'agents: recovery failed'))
+        const { PlacedRuntimeService } = await import('#runtime/placement/placed_runtime_service')
+        if (runtime instanceof PlacedRuntimeService) {
+          const { adoptOrphans } = await import('#agents/services/agent_adoption')
+          runtime.placement.onOrphans(async (agentIds) =>
+            adoptOrphans(agentLifecycle, runtime, agentIds)
+          )
+        }
       } else {
         // A shared engine: one instance at a time reconciles it (a lease in PostgreSQL).
         const { EngineReconciler } = await import('#runtime/services/engine_reconciler')

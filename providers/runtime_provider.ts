@@ -6,6 +6,8 @@ import { RuntimeService } from '#runtime/runtime_service'
 import type { ImageSource } from '#runtime/docker/docker_driver'
 import { agentCapacityConfig } from '#config/agent_capacity'
 import { appKey } from '#config/app'
+import { HostPlacement } from '#runtime/placement/host_placement'
+import { PlacedRuntimeService } from '#runtime/placement/placed_runtime_service'
 
 declare module '@adonisjs/core/types' {
   interface ContainerBindings {
@@ -31,7 +33,7 @@ export default class RuntimeProvider {
       const agents = agentsDir(this.app.appRoot)
       const log = (message: string, detail?: Record<string, unknown>) =>
         logger.info(detail ?? {}, `runtime: ${message}`)
-      this.#runtime = new RuntimeService({
+      const options = {
         driver: createDriver({
           runtime: process.env.AGENT_RUNTIME,
           images: process.env.AGENT_IMAGES as ImageSource | undefined,
@@ -44,11 +46,31 @@ export default class RuntimeProvider {
         frameworks: await resolver.make(PluginRegistry),
         agentsDir: agents,
         capacity: agentCapacityConfig,
-        log: (level, message, detail) => logger[level](detail ?? {}, `runtime: ${message}`),
-      })
+        log: (
+          level: 'info' | 'warn' | 'error',
+          message: string,
+          detail?: Record<string, unknown>
+        ) => logger[level](detail ?? {}, `runtime: ${message}`),
+      }
+      // The web server's process agents are placed among the instances of the host
+      // (docs/runtime.md "Many machines"); ace commands and the test runner act alone.
+      this.#runtime = this.#placed(options.driver.name)
+        ? new PlacedRuntimeService({
+            ...options,
+            placement: new HostPlacement({ secret: appKey.release(), log }),
+          })
+        : new RuntimeService(options)
       return this.#runtime
     })
     this.app.container.alias('runtime', RuntimeService)
+  }
+
+  #placed(driver: string): boolean {
+    return (
+      driver === 'process' &&
+      this.app.getEnvironment() === 'web' &&
+      process.env.AGENT_PLACEMENT !== 'off'
+    )
   }
 
   /**
@@ -58,6 +80,9 @@ export default class RuntimeProvider {
    */
   async ready() {
     if (this.app.getEnvironment() !== 'web') return
+    const placed = await this.app.container.make(RuntimeService)
+    // Reachable by the other instances and holding leases before agents are recovered.
+    if (placed instanceof PlacedRuntimeService) await placed.startPlacement()
     if (process.env.AGENT_PREPARE_FRAMEWORKS === 'off') return
     const runtime = await this.app.container.make(RuntimeService)
     const registry = await this.app.container.make(PluginRegistry)

@@ -33,6 +33,11 @@ export class LogRedaction {
     this.#secrets.delete(agentId)
   }
 
+  /** True when this instance was told the agent's secrets (it prepared the agent's launch). */
+  knows(agentId: string): boolean {
+    return this.#secrets.has(agentId)
+  }
+
   redact(agentId: string, line: string): string {
     let clean = line
     for (const secret of this.#secrets.get(agentId) ?? []) clean = clean.replaceAll(secret, '***')

@@ -59,19 +59,33 @@ export function forgetPhase(agentId: string): void {
   phases.delete(agentId)
 }
 
+/** The phase this instance saw the agent enter last, if any (a peer asks the holder for it). */
+export function knownPhase(agentId: string): { phase: Phase; since: string } | undefined {
+  const known = phases.get(agentId)
+  return known ? { phase: known.phase, since: known.since.toISOString() } : undefined
+}
+
 /**
- * `phase` and `phaseSince` for an agent whose `container` field is given:
- * while it starts, the step it is at; otherwise the container state, with
- * the time it got there when this instance saw it happen (else null).
+ * `phase` and `phaseSince` for an agent whose `container` field is given,
+ * from the phase its holder saw (`known`): while it starts, the step it is
+ * at; otherwise the container state, with the time it got there when that
+ * instance saw it happen (else null).
  */
+export function phaseIn(
+  known: { phase: Phase; since: string } | undefined,
+  container: string
+): { phase: Phase | string; phaseSince: string | null } {
+  const starting = container === 'starting' || container === 'queued'
+  if (known && (starting ? BOOT_STEPS.has(known.phase) : known.phase === container)) {
+    return { phase: known.phase, phaseSince: known.since }
+  }
+  return { phase: container, phaseSince: null }
+}
+
+/** `phaseIn` with what this instance saw. */
 export function phaseOf(
   agentId: string,
   container: string
 ): { phase: Phase | string; phaseSince: string | null } {
-  const known = phases.get(agentId)
-  const starting = container === 'starting' || container === 'queued'
-  if (known && (starting ? BOOT_STEPS.has(known.phase) : known.phase === container)) {
-    return { phase: known.phase, phaseSince: known.since.toISOString() }
-  }
-  return { phase: container, phaseSince: null }
+  return phaseIn(knownPhase(agentId), container)
 }

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs'
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { writeFileAtomic } from '#core/files/atomic_file'
 
 /** One id per service process, recorded in every lock it holds. */
 export const INSTANCE_ID = randomUUID()
@@ -158,10 +159,9 @@ async function breakLock(
 function holdLock(lock: string, owner: () => LockOwner, ttlMs: number): HeldLock {
   const renewal = setInterval(() => {
     // Written aside and renamed, so a reader never sees half a record.
-    const next = `${lock}/owner.json.${process.pid}`
-    void writeFile(next, JSON.stringify(owner()))
-      .then(() => rename(next, `${lock}/owner.json`))
-      .catch(() => {})
+    void writeFileAtomic(`${lock}/owner.json`, JSON.stringify(owner()), { mode: 0o644 }).catch(
+      () => {}
+    )
   }, ttlMs / 3)
   renewal.unref()
   return {

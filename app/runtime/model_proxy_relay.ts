@@ -75,15 +75,19 @@ function answerHere(request: http.IncomingMessage, response: http.ServerResponse
  * agents bridge) that forwards model proxy requests to the service and
  * answers 404 to everything else. It listens on `preferredPort` when that is
  * free there (running agents keep the address they were given across service
- * restarts), else on any port. A request whose Authorization header
- * `answersHere` names a model for is answered by the relay itself
- * (answerHere).
+ * restarts), else on any port (`exact`: else not at all). `shared`: several
+ * instances of the service on the host listen on the port together
+ * (SO_REUSEPORT), so the port lives while any of them does. A request whose
+ * Authorization header `answersHere` names a model for is answered by the
+ * relay itself (answerHere).
  */
 export async function startModelProxyRelay(options: {
   host: string
   target: URL
   preferredPort?: number
   answersHere?: (authorization: string | undefined) => string | undefined
+  shared?: boolean
+  exact?: boolean
 }): Promise<ModelProxyRelay> {
   const upstream = upstreamOf(options.target)
   const server = http.createServer((request, response) => {
@@ -112,12 +116,13 @@ export async function startModelProxyRelay(options: {
   const listen = (port: number) =>
     new Promise<void>((resolve, reject) => {
       server.once('error', reject)
-      server.listen(port, options.host, () => {
+      server.listen({ port, host: options.host, reusePort: options.shared === true }, () => {
         server.off('error', reject)
         resolve()
       })
     })
-  await listen(options.preferredPort ?? 0).catch(() => listen(0))
+  const preferred = listen(options.preferredPort ?? 0)
+  await (options.exact ? preferred : preferred.catch(() => listen(0)))
   server.unref()
   return { host: options.host, port: (server.address() as AddressInfo).port, server }
 }

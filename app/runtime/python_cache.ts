@@ -12,6 +12,7 @@ import {
   writeFile,
 } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
+import { stagingName } from '#core/files/atomic_file'
 import { acquireInstallLock } from '#runtime/install_lock'
 import { runInstaller } from '#runtime/installer_process'
 import { TRUST_VARIABLES } from '#runtime/package_cache'
@@ -163,7 +164,7 @@ export class PythonPackageCache {
     const current = await readlink(link).catch(() => undefined)
     for (const entry of await readdir(dirname(link))) {
       const build = entry.startsWith(`${name}.build-`)
-      if ((!build && !entry.startsWith(`${name}.link-`)) || entry === current) continue
+      if ((!build && !entry.startsWith(`${name}.link`)) || entry === current) continue
       await rm(join(dirname(link), entry), { recursive: true, force: true })
       this.#log(`${name}: removed ${entry}, a build no longer in use or never finished`)
     }
@@ -171,8 +172,8 @@ export class PythonPackageCache {
 
   /** Points `link` at `build` in one rename (a reader sees the old build or the new one). */
   async #publish(link: string, build: string) {
-    const staged = `${link}.link-${process.pid}`
-    await rm(staged, { force: true })
+    // `<name>.link...`: a name of its own (removeUnlinkedBuilds knows the prefix).
+    const staged = stagingName(`${link}.link`)
     await symlink(basename(build), staged)
     const existing = await lstat(link).catch(() => undefined)
     if (existing && !existing.isSymbolicLink()) {

@@ -14,6 +14,12 @@ import type {
   WorkspaceFiles,
 } from '#runtime/types'
 
+/** Seconds its container has been running (0 when it does not run). */
+export function uptimeSecs(info: Pick<ContainerInfo, 'state' | 'startedAt'>): number {
+  if (info.state !== 'running' || !info.startedAt) return 0
+  return Math.max(0, Math.floor((Date.now() - info.startedAt.getTime()) / 1000))
+}
+
 /**
  * What the agents area reads of an agent through the runtime service (the
  * base of RuntimeService): status, stats, monitoring, logs (secrets
@@ -86,14 +92,10 @@ export class RuntimeReads {
   /** Uptime and container id (the chat area adds messagesProcessed and lastActiveAt). */
   async stats(agentId: string): Promise<RuntimeStats> {
     const info = await this.driver.inspect(agentId)
-    const uptimeSecs =
-      info.state === 'running' && info.startedAt
-        ? Math.max(0, Math.floor((Date.now() - info.startedAt.getTime()) / 1000))
-        : 0
     return {
       status: info.state,
       containerId: this.plans.scheduled(agentId) ?? info.containerId,
-      uptimeSecs,
+      uptimeSecs: uptimeSecs(info),
     }
   }
 

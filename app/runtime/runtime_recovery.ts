@@ -3,6 +3,8 @@ import type { AgentRuntimeSpec, ContainerDriver } from '#runtime/types'
 
 export interface RecoverOptions {
   sweep?: boolean
+  /** More agents the sweep leaves alone (those other instances of the host hold). */
+  keep?: string[]
   /** Runs each agent's start (the agents area orders it with the agent's other operations). */
   each?: (agentId: string, start: () => Promise<void>) => Promise<void>
 }
@@ -40,7 +42,8 @@ export async function recoverAgents(
     swept: [] as string[],
   }
   if (options.sweep !== false) {
-    result.swept = await service.driver.sweep(specs.map((spec) => spec.agentId))
+    const keep = [...specs.map((spec) => spec.agentId), ...(options.keep ?? [])]
+    result.swept = await service.driver.sweep(keep)
   }
   const each = options.each ?? ((_agentId, start) => start())
   // Through the capacity manager like any start: a restart of the service

@@ -5,17 +5,11 @@ import type { FrameworkPlugin } from '#plugins/types'
 import { chatOnce, chatStream, type ChatTarget } from '#runtime/chat_client'
 import { AgentNotRunningException } from '#core/exceptions/api_exceptions'
 import { warmUpRequest } from '#runtime/warm_up'
-import { CapacityManager, type CapacitySnapshot } from '#runtime/capacity/capacity_manager'
 import { untilReady } from '#runtime/readiness'
-import { RunTracker } from '#runtime/run_tracker'
 import { RuntimeEventFanOut } from '#runtime/runtime_events'
-import { RuntimeReads } from '#runtime/runtime_reads'
+import { RuntimeBooks } from '#runtime/runtime_books'
 import { recoverAgents, type RecoverOptions, type RecoveryResult } from '#runtime/runtime_recovery'
-import type {
-  ContainerView,
-  RuntimeServiceOptions,
-  StartOptions,
-} from '#runtime/runtime_service_types'
+import type { RuntimeServiceOptions, StartOptions } from '#runtime/runtime_service_types'
 import type {
   AgentRuntimeSpec,
   ContainerChatChunk,
@@ -31,6 +25,7 @@ export type {
   ContainerView,
   FrameworkResolver,
   RuntimeServiceOptions,
+  RuntimeSnapshot,
   StartOptions,
 } from '#runtime/runtime_service_types'
 
@@ -44,36 +39,27 @@ const WARM_UP_TIMEOUT_MS = 120_000
  *
  * Container-only operations (monitoring, live logs, files, memory, chat)
  * throw AgentNotRunningException (409) when the agent's container is not
- * running. The reads are RuntimeReads' (runtime_reads.ts); this class
- * starts, stops, puts to sleep and talks to agents.
+ * running. The reads are RuntimeReads' (runtime_reads.ts), the capacity
+ * books RuntimeBooks' (runtime_books.ts); this class starts, stops, puts to
+ * sleep and talks to agents.
  */
-export class RuntimeService extends RuntimeReads {
+export class RuntimeService extends RuntimeBooks {
   readonly #events: RuntimeEventFanOut
   readonly #detachDriver: () => void
-  readonly #capacity: CapacityManager
-  /** Readiness, sleeps and turns of each agent, from its events. */
-  readonly #tracker: RunTracker
   readonly #starts: AgentStarts
+  /** Agents being restarted by their supervisor after a crash. */
+  readonly #crashRestarts = new Set<string>()
 
   constructor(options: RuntimeServiceOptions) {
     super(options)
     this.#events = new RuntimeEventFanOut((error) =>
       options.log?.('error', `runtime event listener failed: ${error.message}`)
     )
-    this.#capacity = new CapacityManager({
-      bootConcurrency: options.capacity?.bootConcurrency ?? Number.POSITIVE_INFINITY,
-      memoryBudgetMb: options.capacity?.memoryBudgetMb ?? Number.POSITIVE_INFINITY,
-      order: options.capacity?.bootQueue,
-      // A sleep for room: a start waits on it, so it takes no warm-up turn.
-      sleep: (agentId) => this.sleep(agentId, { warmUp: false }),
-      log: (message, detail) => options.log?.('info', message, detail),
-    })
-    this.#tracker = new RunTracker(this.#capacity, this.plans)
     this.#starts = new AgentStarts({
       ...options,
-      capacity: this.#capacity,
+      capacity: this.capacityManager,
       plans: this.plans,
-      isReady: (agentId) => this.#tracker.ready.has(agentId),
+      isReady: (agentId) => this.tracker.ready.has(agentId),
       create: (spec, runId) => this.#create(spec, runId),
       waitUntilReady: (agentId, wait) => this.waitUntilReady(agentId, wait),
     })
@@ -81,7 +67,7 @@ export class RuntimeService extends RuntimeReads {
   }
 
   #emit(raw: RuntimeEvent) {
-    const event = this.#tracker.track(raw)
+    const event = this.tracker.track(raw)
     phaseFromEvent(event)
     if (event.type === 'error' || event.type === 'exited') {
       this.options.log?.('warn', `agent ${event.agentId}: ${event.type}`, {
@@ -89,6 +75,13 @@ export class RuntimeService extends RuntimeReads {
       })
     }
     this.#events.emit(event)
+    // A crash restart is the supervisor's own start: nobody else watches it become ready.
+    if (event.type === 'restarting') this.#crashRestarts.add(event.agentId)
+    if (event.type === 'started' && this.#crashRestarts.delete(event.agentId)) {
+      this.waitUntilReady(event.agentId).catch(() => {})
+    }
+    if (event.type === 'stopped' || event.type === 'error')
+      this.#crashRestarts.delete(event.agentId)
   }
 
   /**
@@ -154,7 +147,7 @@ export class RuntimeService extends RuntimeReads {
    * disk; reported as a `sleeping` event. The next start wakes it.
    */
   async sleep(agentId: string, options: { warmUp?: boolean } = {}): Promise<void> {
-    this.#tracker.sleeping.add(agentId)
+    this.tracker.sleeping.add(agentId)
     const beforeCheckpoint = options.warmUp === false ? undefined : () => this.#warmUp(agentId)
     try {
       await (this.driver.hibernate
@@ -162,8 +155,8 @@ export class RuntimeService extends RuntimeReads {
         : this.driver.stop(agentId))
     } finally {
       // A stop that emitted no event (nothing ran) leaves no mark behind.
-      this.#tracker.sleeping.delete(agentId)
-      this.#capacity.release(agentId)
+      this.tracker.sleeping.delete(agentId)
+      this.capacityManager.release(agentId)
     }
   }
 
@@ -176,7 +169,7 @@ export class RuntimeService extends RuntimeReads {
    */
   async #warmUp(agentId: string): Promise<void> {
     if (this.options.warmUpBeforeCheckpoint === false) return
-    if (this.#tracker.hadTurn.has(agentId) || !this.#tracker.ready.has(agentId)) return
+    if (this.tracker.hadTurn.has(agentId) || !this.tracker.ready.has(agentId)) return
     try {
       const { framework } = await this.driver.inspect(agentId)
       if (!framework || !this.options.frameworks.framework(framework).warmUpBeforeCheckpoint) return
@@ -194,64 +187,6 @@ export class RuntimeService extends RuntimeReads {
    */
   async prepareFrameworks(plugins: FrameworkPlugin[]): Promise<void> {
     await this.driver.prepareFrameworks?.(plugins)
-  }
-
-  /** Takes the agent out of the boot queue; its waiting start fails with BootCancelledError. */
-  cancelQueuedStart(agentId: string): void {
-    if (this.#capacity.isQueued(agentId)) this.#capacity.release(agentId)
-  }
-
-  /**
-   * A message for the agent: the capacity manager puts it to sleep last,
-   * and a start of it waiting as background (a new agent not yet booted)
-   * becomes interactive, keeping its place among its account's starts.
-   */
-  touch(agentId: string): void {
-    this.#capacity.touch(agentId)
-    this.prioritize(agentId)
-  }
-
-  /**
-   * Someone waits on the agent's start now (a message, its owner's start):
-   * a start of it waiting as background, or scheduled and not yet queued,
-   * is admitted as interactive.
-   */
-  prioritize(agentId: string): void {
-    if (this.#capacity.isQueued(agentId) || this.plans.scheduled(agentId) !== undefined) {
-      this.#capacity.prioritize(agentId)
-    }
-  }
-
-  /** Its 1-based place in the boot queue while it waits there (`container: queued`), else null. */
-  queuePosition(agentId: string): number | null {
-    return this.#capacity.queuePosition(agentId)
-  }
-
-  /** Agents whose containers run or boot here, least recently active first. */
-  admittedAgents() {
-    return this.#capacity.admittedAgents()
-  }
-
-  /** Boot queue and memory budget as they stand (console, /stats). */
-  capacity(): CapacitySnapshot {
-    return this.#capacity.snapshot()
-  }
-
-  /** Where the agent's container stands, in the words of the API's `container` field. */
-  async containerView(agentId: string): Promise<ContainerView> {
-    if (this.#capacity.isQueued(agentId)) return 'queued'
-    const info = await this.driver.inspect(agentId)
-    switch (info.state) {
-      case 'running':
-        return this.#tracker.ready.has(agentId) ? 'running' : 'starting'
-      case 'starting':
-      case 'restarting':
-        return 'starting'
-      case 'error':
-        return 'error'
-      default:
-        return 'stopped'
-    }
   }
 
   /** Stops then starts it with a freshly rendered config; the container id changes. */
@@ -289,7 +224,7 @@ export class RuntimeService extends RuntimeReads {
     await this.driver.remove(agentId)
     this.plans.stopDone(agentId)
     this.redaction.forget(agentId)
-    this.#tracker.hadTurn.delete(agentId)
+    this.tracker.hadTurn.delete(agentId)
   }
 
   /**
@@ -345,7 +280,7 @@ export class RuntimeService extends RuntimeReads {
     const reply = await chatOnce(await this.#requireTarget(agentId, target), request, {
       replyTimeoutMs: this.options.chatTimeoutMs,
     })
-    this.#tracker.hadTurn.add(agentId)
+    this.tracker.hadTurn.add(agentId)
     return reply
   }
 
@@ -358,7 +293,7 @@ export class RuntimeService extends RuntimeReads {
     const reply = yield* chatStream(await this.#requireTarget(agentId, target), request, {
       replyTimeoutMs: this.options.chatTimeoutMs,
     })
-    this.#tracker.hadTurn.add(agentId)
+    this.tracker.hadTurn.add(agentId)
     return reply
   }
 
@@ -376,11 +311,11 @@ export class RuntimeService extends RuntimeReads {
   }
 
   /** Service shutdown, first step: the process driver's agents stop (engines' keep running). */
-  async stopAgents(): Promise<void> {
+  async stopAgents(options: { spare?: (agentId: string) => boolean } = {}): Promise<void> {
     // Starts waiting for a boot slot boot nothing now.
     this.plans.clear()
-    this.#capacity.cancelQueued()
-    await this.driver.stopAll?.()
+    this.capacityManager.cancelQueued()
+    await this.driver.stopAll?.(options)
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { FrameworkPlugin } from '#plugins/types'
 import type { BootPriority, BootQueueOrder } from '#runtime/capacity/capacity_manager'
-import type { ContainerDriver } from '#runtime/types'
+import type { Phase } from '#runtime/boot_phases'
+import type { ContainerDriver, ContainerInfo } from '#runtime/types'
 
 /** Finds an installed framework plugin by name (the PluginRegistry fits). */
 export interface FrameworkResolver {
@@ -57,4 +58,15 @@ export interface StartOptions {
    * agent to sleep for room.
    */
   priority?: BootPriority
+}
+
+/** What the API reports of an agent's container, in one look (RuntimeService.snapshot). */
+export interface RuntimeSnapshot {
+  /** The driver's view, with the id of a run scheduled but not yet up. */
+  info: ContainerInfo
+  view: ContainerView
+  /** Its 1-based place in the boot queue while queued, else null. */
+  queuePosition: number | null
+  /** The boot phase its holder saw it enter last. */
+  phase?: { phase: Phase; since: string }
 }

@@ -242,9 +242,16 @@ export interface ContainerDriver {
 
   /**
    * Stops every container this driver runs, in parallel (service shutdown
-   * of a driver whose agents are the service's own children).
+   * of a driver whose agents are the service's own children), but for the
+   * agents `spare` names (another instance of the host holds them).
    */
-  stopAll?(): Promise<void>
+  stopAll?(options?: { spare?: (agentId: string) => boolean }): Promise<void>
+
+  /** Agents whose containers this driver supervises now (process driver). */
+  liveAgents?(): string[]
+
+  /** Stops supervising the agent, leaving it running: another instance takes it over. */
+  detach?(agentId: string): void
 }
 
 /** `GET /agents/:id/stats` figures the runtime knows (messages come from the chat area). */

@@ -3,6 +3,8 @@ import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { chmod, lstat, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises'
 import type { AgentFolders } from '#plugins/types'
+import { publishOnce, stagingName } from '#core/files/atomic_file'
+import { acquireInstallLock } from '#runtime/install_lock'
 import { inFolderBelow, symlinkBelow } from '#runtime/files/confined_dir'
 import { allocatePort } from '#runtime/process/ports'
 import { dirname, join, relative } from 'node:path'
@@ -75,7 +77,24 @@ export function warmCompileCache(options: WarmOptions): Promise<string | undefin
   return run
 }
 
+/**
+ * One warm-up per host: instances sharing the storage take the install lock
+ * (app/runtime/install_lock.ts), and a waiter finds the cache made.
+ */
 async function warm(dir: string, options: WarmOptions): Promise<string> {
+  await mkdir(join(dir, '..'), { recursive: true })
+  const held = await acquireInstallLock(`${dir}.lock`, 'openclaw compile cache', {
+    log: options.log,
+  })
+  try {
+    if (existsSync(join(dir, 'node-compile-cache'))) return dir
+    return await warmNow(dir, options)
+  } finally {
+    await held.release()
+  }
+}
+
+async function warmNow(dir: string, options: WarmOptions): Promise<string> {
   const started = Date.now()
   const staging = `${dir}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`
   const state = join(staging, 'state')
@@ -135,18 +154,14 @@ async function warm(dir: string, options: WarmOptions): Promise<string> {
     throw new Error('the gateway wrote no compile cache')
   }
   await mkdir(join(dir, '..'), { recursive: true })
-  const target = `${dir}.new-${process.pid}`
-  await rm(target, { recursive: true, force: true })
+  const target = stagingName(dir)
   await mkdir(target, { recursive: true })
   await rename(written, join(target, 'node-compile-cache'))
   await rm(staging, { recursive: true, force: true })
-  try {
-    await rename(target, dir)
-  } catch {
-    // Another instance finished first: theirs is as good.
-    await rm(target, { recursive: true, force: true })
-  }
-  await shareTree(dir)
+  // Readable by agents before anyone can see it.
+  await shareTree(target)
+  // Another instance that finished first keeps its copy: as good as this one.
+  await publishOnce(target, dir)
   options.log(`openclaw compile cache warmed in ${Math.round((Date.now() - started) / 1000)} s`)
   return dir
 }

@@ -68,7 +68,8 @@ export async function startServerProcess(env: Record<string, string | undefined>
     output: () => output,
     stop: () =>
       new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve(child.exitCode)
+        // Exited already (a SIGKILL leaves exitCode null): no exit event comes any more.
+        if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode)
         child.once('exit', (code) => resolve(code))
         child.kill('SIGINT')
       }),

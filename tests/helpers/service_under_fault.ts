@@ -81,6 +81,28 @@ export async function startServiceUnderFault(
 ): Promise<ServiceUnderFault> {
   const postgres = await startThrowawayPostgres()
   const storage = env.STORAGE_DIR ?? mkdtempSync(join(tmpdir(), 'fault-storage-'))
+  const service = await serviceOn({ postgres, storage, env })
+  const stop = service.destroy
+  service.destroy = async () => {
+    await stop()
+    await postgres.destroy()
+    if (!env.STORAGE_DIR) rmSync(storage, { recursive: true, force: true })
+  }
+  return service
+}
+
+/**
+ * One server process on `postgres` and `storage` (which it does not own:
+ * its `destroy` stops the server only). Several on the same database and
+ * storage are instances of one service on one host (host_instances.ts).
+ */
+export async function serviceOn(options: {
+  postgres: ThrowawayPostgres
+  storage: string
+  env?: Record<string, string | undefined>
+}): Promise<ServiceUnderFault> {
+  const { postgres, storage } = options
+  const env = options.env ?? {}
   // One port for every run of it: a restart is the same service, as its agents see it (their
   // model-proxy URL names it; a checkpoint taken under another URL is never restored).
   const port = env.PORT ?? String(await freePort())
@@ -173,8 +195,6 @@ export async function startServiceUnderFault(
     },
     async destroy() {
       await service.server.stop()
-      await postgres.destroy()
-      if (!env.STORAGE_DIR) rmSync(storage, { recursive: true, force: true })
     },
   }
   return service

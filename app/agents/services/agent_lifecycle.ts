@@ -87,9 +87,12 @@ export class AgentLifecycle {
     this.#feed.onRuntimeEvent(event)
   }
 
-  /** Runtime events -> feed events and the `error` state. */
-  handleRuntimeEvent(event: RuntimeEvent): Promise<void> {
-    return this.#feed.handle(event)
+  /**
+   * Runs `task` in the agent's order of operations without making the
+   * caller wait (failures are logged), like the API's starts and stops.
+   */
+  inOrder(what: string, agentId: string, task: () => Promise<unknown>): void {
+    this.#detached(what, agentId, () => this.#serial(agentId, task))
   }
 
   async #fresh(agentId: string): Promise<Agent> {
@@ -101,8 +104,9 @@ export class AgentLifecycle {
   /**
    * Boots the run `runId` (planned by the runtime) of an agent that is to
    * be active, unless it was stopped or another run was planned meanwhile.
+   * In the agent's order of operations (inOrder).
    */
-  async #start(
+  async startRun(
     agentId: string,
     runId: string,
     options: { restart?: boolean; priority?: BootPriority } = {}
@@ -129,7 +133,7 @@ export class AgentLifecycle {
   async #schedule(agent: Agent, runId: string, options: { restart?: boolean } = {}) {
     await changeStatus(agent.id, 'active', options.restart ? 'Agent restarted' : 'Agent started')
     this.#detached(options.restart ? 'restart' : 'start', agent.id, () =>
-      this.#serial(agent.id, () => this.#start(agent.id, runId, options))
+      this.#serial(agent.id, () => this.startRun(agent.id, runId, options))
     )
   }
 
@@ -174,7 +178,7 @@ export class AgentLifecycle {
           if ((await runtime.containerView(agent.id)) !== 'stopped') return
           // Over its workspace quota it stays asleep (the hosted path answers).
           if (await runtime.workspaceOverQuota(agent.id)) return
-          await this.#start(agent.id, await runtime.planRun(agent.id))
+          await this.startRun(agent.id, await runtime.planRun(agent.id))
         })
       )
       return 'sleeping'
@@ -208,7 +212,7 @@ export class AgentLifecycle {
     } finally {
       if (wasUp) {
         this.#detached('start after a backup', agentId, () =>
-          this.#serial(agentId, async () => this.#start(agentId, await runtime.planRun(agentId)))
+          this.#serial(agentId, async () => this.startRun(agentId, await runtime.planRun(agentId)))
         )
       }
     }
@@ -243,7 +247,7 @@ export class AgentLifecycle {
     this.#detached('start', agent.id, async () => {
       const runtime = await this.runtime()
       const runId = await runtime.planRun(agent.id)
-      await this.#serial(agent.id, () => this.#start(agent.id, runId, { priority: 'background' }))
+      await this.#serial(agent.id, () => this.startRun(agent.id, runId, { priority: 'background' }))
     })
   }
 

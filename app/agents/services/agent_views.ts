@@ -1,4 +1,5 @@
-import { phaseOf } from '#runtime/boot_phases'
+import { phaseIn } from '#runtime/boot_phases'
+import { uptimeSecs } from '#runtime/runtime_reads'
 import app from '@adonisjs/core/services/app'
 import type { MonitoringFigures, WorkspaceFiles } from '#runtime/types'
 import type Agent from '#agents/models/agent'
@@ -15,42 +16,50 @@ export async function containerOf(agent: Agent): Promise<ContainerField> {
   return containerField(agent, await service.containerView(agent.id))
 }
 
-/** Its 1-based place in the boot queue while `container` is `queued`, else null (additive). */
-function queuePositionOf(
-  service: { queuePosition(agentId: string): number | null },
-  agentId: string,
-  container: ContainerField
-): number | null {
-  return container === 'queued' ? service.queuePosition(agentId) : null
+/**
+ * `container`, its id, its place in the boot queue (while queued) and its
+ * boot phase, in one look at the runtime (asked of the instance that holds
+ * the agent when another one does).
+ */
+async function containerState(agent: Agent) {
+  const service = await runtime()
+  const seen = await service.snapshot(agent.id)
+  const container = containerField(agent, seen.view)
+  return {
+    info: seen.info,
+    container,
+    queuePosition: container === 'queued' ? seen.queuePosition : null,
+    ...phaseIn(seen.phase, container),
+  }
 }
 
 /** Spec "Agent status" plus `container`, `queuePosition` and the boot phase. */
 export async function statusOf(agent: Agent) {
-  const service = await runtime()
-  const [info, container] = await Promise.all([service.status(agent.id), containerOf(agent)])
+  const { info, container, queuePosition, phase, phaseSince } = await containerState(agent)
   return {
     status: agent.status,
     containerId: info.containerId,
     messageCount: agent.messageCount,
     container,
-    queuePosition: queuePositionOf(service, agent.id, container),
-    ...phaseOf(agent.id, container),
+    queuePosition,
+    phase,
+    phaseSince,
   }
 }
 
 /** Spec "Agent stats" (messages counted by the chat area on the agent row). */
 export async function statsOf(agent: Agent) {
-  const service = await runtime()
-  const [stats, container] = await Promise.all([service.stats(agent.id), containerOf(agent)])
+  const { info, container, queuePosition, phase, phaseSince } = await containerState(agent)
   return {
     messagesProcessed: agent.messageCount,
-    uptimeSecs: stats.uptimeSecs,
+    uptimeSecs: uptimeSecs(info),
     lastActiveAt: agent.lastActiveAt?.toUTC().toISO() ?? null,
-    containerId: stats.containerId,
+    containerId: info.containerId,
     status: agent.status,
     container,
-    queuePosition: queuePositionOf(service, agent.id, container),
-    ...phaseOf(agent.id, container),
+    queuePosition,
+    phase,
+    phaseSince,
   }
 }
 

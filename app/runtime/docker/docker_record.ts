@@ -1,4 +1,5 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { mkdir, readFile } from 'node:fs/promises'
+import { writeFileAtomic } from '#core/files/atomic_file'
 import { join } from 'node:path'
 import { agentPaths } from '#runtime/agent_paths'
 
@@ -39,5 +40,5 @@ export async function readDockerRecord(
 export async function writeDockerRecord(agentsDir: string, agentId: string, record: DockerRecord) {
   const file = recordFile(agentsDir, agentId)
   await mkdir(join(file, '..'), { recursive: true, mode: 0o700 })
-  await writeFile(file, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 })
+  await writeFileAtomic(file, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 })
 }

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { setTimeout as sleep } from 'node:timers/promises'
+import { join } from 'node:path'
 import {
   AgentNotRunningException,
   NotFoundException,
@@ -27,9 +27,9 @@ import {
 import { RuntimeEventFanOut } from '#runtime/runtime_events'
 import {
   adoptableRecord,
-  killMarkedAtShutdown,
-  recordedInfo,
+  inspectAgent,
   releaseAgentCgroup,
+  stopAllAtShutdown,
   stopRecordedRun,
   sweepAgents,
 } from '#runtime/process/unsupervised_processes'
@@ -47,8 +47,8 @@ import type {
 
 export type { ProcessDriverOptions } from '#runtime/process/process_driver_options'
 
-/** How long a shutdown waits for operations under way (checkpoint, restore) before stopping agents. */
-const OPERATIONS_WAIT_MS = 5_000
+/** An agent's captured output before it is rotated. */
+const LOG_MAX_BYTES = 5 * 1024 * 1024
 
 /**
  * The `process` driver: each agent's framework is a supervised child
@@ -81,7 +81,7 @@ export class ProcessDriver implements ContainerDriver {
   constructor(private readonly options: ProcessDriverOptions) {
     const log = (message: string) => this.#log(message)
     const nodeExecutable = options.nodeExecutable ?? process.execPath
-    this.#network = new AgentNetworking(options.network, log)
+    this.#network = new AgentNetworking(options.network, log, join(options.cacheDir, 'relays'))
     const compileCache = options.compileCache !== false
     this.#installs = new FrameworkInstalls({ ...options, nodeExecutable, compileCache, log })
     this.#launches = new LaunchPreparer({
@@ -185,13 +185,8 @@ export class ProcessDriver implements ContainerDriver {
       logFile: agent?.logFile ?? new LogFile(paths.logFile),
     })
     if (!agent) {
-      agent = new AgentProcess(
-        spec.agentId,
-        paths,
-        this.#settings,
-        this.#emit,
-        this.options.logMaxBytes ?? 5 * 1024 * 1024
-      )
+      const logMaxBytes = this.options.logMaxBytes ?? LOG_MAX_BYTES
+      agent = new AgentProcess(spec.agentId, paths, this.#settings, this.#emit, logMaxBytes)
       this.#agents.set(spec.agentId, agent)
     }
     agent.prepared = prepared
@@ -299,15 +294,16 @@ export class ProcessDriver implements ContainerDriver {
 
   async #stop(agentId: string): Promise<void> {
     const agent = this.#agents.get(agentId)
-    if (agent) {
-      const wasLive = agent.isLive()
+    if (agent?.isLive()) {
       await agent.stop()
       await this.#network.teardown(agentId)
-      if (wasLive) this.#emit({ type: 'stopped', agentId, at: new Date() })
+      this.#emit({ type: 'stopped', agentId, at: new Date() })
       return
     }
-    // Not supervised by this run of the service: stop what the record names.
+    // Not supervised here (by this run of the service, or another instance that died
+    // holding it): stop what the record names.
     await stopRecordedRun(this.#paths(agentId).recordFile, this.#settings.stopGraceMs)
+    await agent?.stop()
     await this.#network.teardown(agentId)
     await releaseAgentCgroup(agentId)
   }
@@ -322,9 +318,18 @@ export class ProcessDriver implements ContainerDriver {
   }
 
   async inspect(agentId: string): Promise<ContainerInfo> {
-    const agent = this.#agents.get(agentId)
-    if (agent) return agent.info()
-    return recordedInfo(agentId, this.#paths(agentId))
+    return inspectAgent(agentId, this.#agents.get(agentId), this.#paths(agentId))
+  }
+
+  /** Agents whose runs this driver supervises now. */
+  liveAgents(): string[] {
+    return [...this.#agents].filter(([, agent]) => agent.isLive()).map(([agentId]) => agentId)
+  }
+
+  /** Stops supervising the agent and leaves its processes running (another instance takes it). */
+  detach(agentId: string): void {
+    this.#agents.get(agentId)?.detach()
+    this.#agents.delete(agentId)
   }
 
   async usage(agentId: string): Promise<ContainerUsage> {
@@ -362,10 +367,7 @@ export class ProcessDriver implements ContainerDriver {
       supervised: {
         isLive: (agentId) => this.#agents.get(agentId)?.isLive() === true,
         stop: (agentId) => this.stop(agentId),
-        forget: (agentId) => {
-          this.#agents.get(agentId)?.detach()
-          this.#agents.delete(agentId)
-        },
+        forget: (agentId) => this.detach(agentId),
       },
       network: this.#network,
       log: (message) => this.#log(message),
@@ -381,19 +383,19 @@ export class ProcessDriver implements ContainerDriver {
   /**
    * Service shutdown, bounded (about 17 s with the default grace): launches
    * nothing more (a boot, wake or crash restart under way launches no
-   * process now), gives operations under way (a checkpoint, a restore) a
-   * few seconds to end, stops every agent (SIGTERM, SIGKILL after the
-   * grace), then kills whatever still carries an agent marker under this
-   * service's agents folder (a run an unfinished operation launched, a
-   * restored tree), so no agent outlives the service.
+   * process now), then stopAllAtShutdown: operations under way end, every
+   * agent stops, leftovers carrying an agent marker are killed (but those
+   * of agents `spare` names: other instances of the host hold them).
    */
-  async stopAll(): Promise<void> {
+  async stopAll(options: { spare?: (agentId: string) => boolean } = {}): Promise<void> {
     this.#stopping = true
-    await Promise.race([Promise.allSettled(this.#locks.pending()), sleep(OPERATIONS_WAIT_MS)])
-    await Promise.race([
-      Promise.allSettled([...this.#agents.keys()].map((agentId) => this.stop(agentId))),
-      sleep(this.#settings.stopGraceMs + 2_000),
-    ])
-    await killMarkedAtShutdown(this.options.agentsDir, (message) => this.#log(message))
+    await stopAllAtShutdown({
+      operations: this.#locks.pending(),
+      stops: () => [...this.#agents.keys()].map((agentId) => this.stop(agentId)),
+      graceMs: this.#settings.stopGraceMs,
+      agentsDir: this.options.agentsDir,
+      spare: options.spare,
+      log: (message) => this.#log(message),
+    })
   }
 }

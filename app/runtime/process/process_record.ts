@@ -1,4 +1,5 @@
-import { readFile, rm, writeFile } from 'node:fs/promises'
+import { readFile, rm } from 'node:fs/promises'
+import { writeFileAtomic } from '#core/files/atomic_file'
 import { AGENTS_DIR_VARIABLE, AGENT_MARKER_VARIABLE } from '#runtime/process/child_env'
 import { allProcesses, isAlive, readProcEnviron, readProcStat } from '#runtime/process/proc_stats'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -27,8 +28,9 @@ export async function readRecord(file: string): Promise<ProcessRecord | undefine
   }
 }
 
+/** Written aside and renamed: another instance reading it never sees half a record. */
 export async function writeRecord(file: string, record: ProcessRecord): Promise<void> {
-  await writeFile(file, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 })
+  await writeFileAtomic(file, `${JSON.stringify(record, null, 2)}\n`, { mode: 0o600 })
 }
 
 export async function deleteRecord(file: string): Promise<void> {

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { mkdir, rename, writeFile } from 'node:fs/promises'
+import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
+import { writeFileAtomic } from '#core/files/atomic_file'
 
 /**
  * A seccomp filter for the process sandbox (bubblewrap `--seccomp`): every
@@ -71,11 +71,8 @@ export async function ioUringFilterFile(dir: string): Promise<string | undefined
   const file = join(dir, `no-io-uring-${process.arch}.bpf`)
   if (existsSync(file)) return file
   await mkdir(dir, { recursive: true })
-  // A name of its own per call: two agents starting at once (in one service or
-  // in two on the same storage) each write and rename their own copy; the same
-  // bytes win either way.
-  const partial = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`
-  await writeFile(partial, program, { mode: 0o644 })
-  await rename(partial, file)
+  // Two agents starting at once (in one service or in two on the same storage)
+  // each stage and rename their own copy; the same bytes win either way.
+  await writeFileAtomic(file, program, { mode: 0o644 })
   return file
 }

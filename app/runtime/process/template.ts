@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { cp, lstat, mkdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises'
 import { join, relative } from 'node:path'
 import { inFolderBelow, writeFileBelow, type Owner } from '#runtime/files/confined_dir'
+import { publishOnce, stagingName } from '#core/files/atomic_file'
 import { rewriteIdentity } from '#runtime/process/criu_images'
 import {
   SWAP_TABLE_BODY,
@@ -172,8 +173,8 @@ export class TemplateStore {
     folders: Record<CarriedFolder, string>
   ): Promise<void> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 })
-    const staged = `${this.path(key)}.partial`
-    await rm(staged, { recursive: true, force: true })
+    // A name of its own: another instance on this storage may build the same template now.
+    const staged = stagingName(this.path(key))
     await rename(checkpointDir, staged)
     await rm(join(staged, 'checkpoint.json'), { force: true })
     // What its framework saw of its folders (file_identities.ts): a copy shows these again.
@@ -201,7 +202,8 @@ export class TemplateStore {
     await writeFile(join(staged, 'patches.json'), JSON.stringify(patches), { mode: 0o600 })
     await writeFile(join(staged, 'template.json'), `${JSON.stringify(meta)}\n`, { mode: 0o600 })
     await this.discard(key)
-    await rename(staged, this.path(key))
+    // A template another instance installed meanwhile is as good: it stands.
+    await publishOnce(staged, this.path(key))
   }
 
   /**

@@ -3,6 +3,7 @@ import { readdir } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { agentPaths, type AgentPaths } from '#runtime/agent_paths'
 import type { ContainerInfo } from '#runtime/types'
+import type { AgentProcess } from '#runtime/process/agent_process'
 import type { AgentNetworking } from '#runtime/process/agent_network/agent_networking'
 import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
 import { isAlive } from '#runtime/process/proc_stats'
@@ -76,6 +77,21 @@ export async function stopRecordedRun(recordFile: string, graceMs: number): Prom
 export async function releaseAgentCgroup(agentId: string): Promise<void> {
   const bases = cgroupBases()
   if (bases) await new AgentCgroup(agentId, bases).release()
+}
+
+/**
+ * The agent as its supervisor here tells it when it runs here; otherwise
+ * (or when the run is another's) as its record tells it, which another
+ * instance of the service on this storage may have written.
+ */
+export async function inspectAgent(
+  agentId: string,
+  agent: AgentProcess | undefined,
+  paths: AgentPaths
+): Promise<ContainerInfo> {
+  if (agent?.isLive()) return agent.info()
+  const recorded = await recordedInfo(agentId, paths)
+  return agent && recorded.state !== 'running' ? agent.info() : recorded
 }
 
 /** The agent as its folder and record tell it, when this run of the service does not supervise it. */
@@ -156,6 +172,28 @@ export async function sweepAgents(options: {
   return stopped
 }
 
+/** How long a shutdown waits for operations under way (checkpoint, restore) before stopping agents. */
+const OPERATIONS_WAIT_MS = 5_000
+
+/**
+ * Service shutdown (ProcessDriver.stopAll): operations under way get a few
+ * seconds, every agent is stopped (bounded by the grace), then what still
+ * carries an agent marker is killed, but for the `spare`d agents (those
+ * another instance of the host holds).
+ */
+export async function stopAllAtShutdown(options: {
+  operations: Array<Promise<unknown>>
+  stops: () => Array<Promise<void>>
+  graceMs: number
+  agentsDir: string
+  spare?: (agentId: string) => boolean
+  log: (message: string) => void
+}): Promise<void> {
+  await Promise.race([Promise.allSettled(options.operations), sleep(OPERATIONS_WAIT_MS)])
+  await Promise.race([Promise.allSettled(options.stops()), sleep(options.graceMs + 2_000)])
+  await killMarkedAtShutdown(options.agentsDir, options.log, options.spare)
+}
+
 /**
  * At shutdown, after every agent was stopped: kills whatever still carries
  * an agent marker under `agentsDir` (a run an unfinished operation
@@ -163,10 +201,11 @@ export async function sweepAgents(options: {
  */
 export async function killMarkedAtShutdown(
   agentsDir: string,
-  log: (message: string) => void
+  log: (message: string) => void,
+  spare: (agentId: string) => boolean = () => false
 ): Promise<void> {
   for (let round = 0; round < 3; round++) {
-    const left = [...markedAgentIdsUnder(agentsDir)]
+    const left = [...markedAgentIdsUnder(agentsDir)].filter((agentId) => !spare(agentId))
     if (left.length === 0) break
     log(`killing processes of agents still running at shutdown: ${left.join(', ')}`)
     await Promise.allSettled(left.map((agentId) => killStrayProcesses(agentId)))

@@ -43,11 +43,13 @@ export class AgentNetworking {
 
   constructor(
     settings: AgentNetworkSettings | null | undefined,
-    private readonly log: (message: string) => void
+    private readonly log: (message: string) => void,
+    /** Where the instances sharing the storage record their model proxy relay ports. */
+    relayDir?: string
   ) {
     const chosen = settings === undefined ? agentNetworkSettings() : (settings ?? undefined)
     const unavailable = chosen ? agentNetworkUnavailable() : 'AGENT_NETWORK=host'
-    if (chosen && !unavailable) this.networks = new AgentNetworks(chosen, log)
+    if (chosen && !unavailable) this.networks = new AgentNetworks(chosen, log, relayDir)
     else if (!sharedNetworkSaid) {
       sharedNetworkSaid = true
       log(

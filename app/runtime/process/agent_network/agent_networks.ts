@@ -4,11 +4,8 @@ import { existsSync } from 'node:fs'
 import { mkdir, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import {
-  isLoopbackUrl,
-  startModelProxyRelay,
-  type ModelProxyRelay,
-} from '#runtime/model_proxy_relay'
+import { isLoopbackUrl } from '#runtime/model_proxy_relay'
+import { SharedRelays } from '#runtime/process/agent_network/shared_relays'
 import {
   agentAddressCandidates,
   bridgeAddress,
@@ -135,16 +132,30 @@ export class AgentNetworks {
   readonly range: Ipv4Range
   readonly bridgeAddress: string
   #ready?: Promise<void>
-  readonly #relays = new Map<string, Promise<ModelProxyRelay>>()
   /** Bearer tokens whose model calls the relays answer themselves, and their model (answerModelCallsOf). */
   readonly #answeredHere = new Map<string, string>()
+  readonly #relays: SharedRelays
 
   constructor(
     private readonly settings: AgentNetworkSettings,
-    private readonly log: (message: string) => void = () => {}
+    private readonly log: (message: string) => void = () => {},
+    /** Where the service's instances on this host record their relay ports (shared_relays.ts). */
+    relayDir?: string
   ) {
     this.range = parseCidr(settings.cidr)
     this.bridgeAddress = bridgeAddress(this.range)
+    this.#relays = new SharedRelays({
+      host: this.bridgeAddress,
+      dir: relayDir,
+      open: async (port) => {
+        await run(NFT!, ['add', 'element', ...TABLE.split(' '), 'proxy_ports', `{ ${port} }`])
+      },
+      answersHere: (authorization) =>
+        this.#answeredHere.size === 0
+          ? undefined
+          : this.#answeredHere.get(authorization?.replace(/^Bearer\s+/i, '') ?? ''),
+      log,
+    })
   }
 
   /** The bridge and the host's rules, once per process (rewritten at every boot). */
@@ -201,32 +212,9 @@ export class AgentNetworks {
     const target = new URL(baseUrl)
     if (!isLoopbackUrl(target)) return baseUrl
     await this.ready()
-    let relay = this.#relays.get(target.origin)
-    if (!relay) {
-      relay = (async () => {
-        const started = await startModelProxyRelay({
-          host: this.bridgeAddress,
-          target,
-          preferredPort: Number(target.port) || 80,
-          answersHere: (authorization) =>
-            this.#answeredHere.size === 0
-              ? undefined
-              : this.#answeredHere.get(authorization?.replace(/^Bearer\s+/i, '') ?? ''),
-        })
-        await run(NFT!, [
-          'add',
-          'element',
-          ...TABLE.split(' '),
-          'proxy_ports',
-          `{ ${started.port} }`,
-        ])
-        this.log(`model proxy relay for agents on ${this.bridgeAddress}:${started.port}`)
-        return started
-      })()
-      this.#relays.set(target.origin, relay)
-      relay.catch(() => this.#relays.delete(target.origin))
-    }
-    const { port } = await relay
+    const port = await this.#relays.own(target)
+    // An agent adopted from an instance that died keeps the relay that one gave it.
+    await this.#relays.others(target)
     const local = new URL(baseUrl)
     local.hostname = this.bridgeAddress
     local.port = String(port)
@@ -358,11 +346,7 @@ export class AgentNetworks {
   }
 
   async close(): Promise<void> {
-    for (const pending of this.#relays.values()) {
-      const relay = await pending.catch(() => undefined)
-      relay?.server.close()
-    }
-    this.#relays.clear()
+    await this.#relays.close()
   }
 }
 
