@@ -13,6 +13,7 @@ import AgentPolicy from '#agents/policies/agent_policy'
 import { takeStreamSlot } from '#core/http/stream_slots'
 import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
 import { idempotentJson } from '#chat/services/idempotent_route'
+import { chatAgentOf } from '#chat/middleware/read_agent_ahead'
 import {
   IDEMPOTENCY_HEADER,
   idempotencyKeyOf,
@@ -25,7 +26,7 @@ export default class ChatController {
     const user = ctx.auth.getUserOrFail()
     const body = ctx.request.body()
     const prefetched = prefetchChat(ctx.params.id, body)
-    const agent = await findChatAgent(ctx.params.id)
+    const agent = await chatAgentOf(ctx)
     await ctx.bouncer.with(AgentPolicy).authorize('chat', agent)
     return idempotentJson(
       ctx,
