@@ -6,7 +6,7 @@ import type Agent from '#agents/models/agent'
 import { findAgent } from '#agents/services/agent_access'
 import { isUuid } from '#core/http/ids'
 import { decryptSecrets } from '#agents/services/config_secrets'
-import { recordFeedEvent } from '#agents/services/feed_service'
+import { pruneFeedNowAndThen } from '#agents/services/feed_service'
 import type { ChatTarget } from '#runtime/chat_client'
 import { chatValidator, testChatValidator } from '#chat/validators/chat_validators'
 import { assertAllowed } from '#chat/services/safety_filter'
@@ -205,7 +205,7 @@ async function answerChat(
   if (options.signal?.aborted) throw new ChatAbortedError()
 
   const answeredAt = new Date()
-  // The credits settle while the exchange is stored (two independent writes).
+  // The credits settle while the exchange is stored with its feed event (two independent writes).
   const [stored] = await Promise.all([
     recordExchange(
       agent.id,
@@ -213,17 +213,17 @@ async function answerChat(
       {
         content: reply.content,
         at: answeredAt > receivedAt ? answeredAt : new Date(receivedAt.getTime() + 1),
-      }
+      },
+      feedSnippet(options.source, request.message)
     ),
     reply.settled,
   ])
   if (stored) {
-    // After the answer is on its way: the feed is not on the reply's path.
+    // After the answer is on its way (now and then a delete): not on the reply's path.
     setImmediate(() =>
-      recordFeedEvent(agent.id, {
-        type: 'message',
-        content: feedSnippet(options.source, request.message),
-      }).catch((error) => logger.warn({ agentId: agent.id, err: error }, 'chat: feed event lost'))
+      pruneFeedNowAndThen(agent.id).catch((error) =>
+        logger.warn({ agentId: agent.id, err: error }, 'chat: feed prune failed')
+      )
     )
   }
   return { content: reply.content, model: reply.model }
