@@ -1,7 +1,7 @@
 import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
 import { programmaticApiReadingAhead } from '#identity/middleware/programmatic_api'
-import { readAgentAhead } from '#chat/middleware/read_agent_ahead'
+import { readChatAhead } from '#chat/middleware/read_chat_ahead'
 
 const ChatController = () => import('#chat/controllers/chat_controller')
 const HistoryController = () => import('#chat/controllers/history_controller')
@@ -11,7 +11,7 @@ const ModelProxyController = () => import('#chat/controllers/model_proxy_control
 router
   .post('/api/v1/agents/:id/chat', [ChatController, 'programmatic'])
   .as('api.v1.agents.chat')
-  .use(programmaticApiReadingAhead(readAgentAhead))
+  .use(programmaticApiReadingAhead(readChatAhead))
 
 router
   .group(() => {
