@@ -1,4 +1,5 @@
 /** What the backup routes take and answer (the source of their part of /openapi.json). */
+import { backupConfig } from '#config/backups'
 import { describes, t } from '#core/openapi/shapes'
 import { defineContracts } from '#core/openapi/contracts'
 import { ForbiddenException, ServiceUnavailableException } from '#core/exceptions/api_exceptions'
@@ -27,7 +28,15 @@ export default defineContracts({
   'agents.import': {
     summary: 'Import an agent',
     description:
-      'multipart/form-data with the archive in the field "archive" (a downloaded backup, from this installation or another). Creates a new agent in your account (the plan\'s agent limit applies) with a new id, slug and tokens; channel connections are not carried. The archive is checked first (size, paths, links, manifest, hashes): a bad one is refused with 400 saying why and creates nothing.',
+      'An archive (a downloaded backup, from this installation or another) uploaded as multipart/form-data in the field "archive". Creates a new agent in your account (the plan\'s agent limit applies) with a new id, slug and tokens; channel connections are not carried. The archive is checked first (size, paths, links, manifest, hashes): a bad one is refused with 400 saying why and creates nothing.',
+    multipart: {
+      files: {
+        archive: {
+          description: `The backup archive (a gzip'd tar with manifest.json, as GET /agents/{id}/backups/{backupId}/download answers it), at most BACKUP_MAX_ARCHIVE_MB (${backupConfig.maxArchiveBytes} bytes here)`,
+          mediaType: 'application/gzip',
+        },
+      },
+    },
     responses: { 201: agentDetailShape },
     errors: [ServiceUnavailableException],
   },

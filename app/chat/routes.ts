@@ -1,6 +1,7 @@
 import router from '@adonisjs/core/services/router'
 import { middleware } from '#start/kernel'
-import { programmaticApi } from '#identity/middleware/programmatic_api'
+import { programmaticApiReadingAhead } from '#identity/middleware/programmatic_api'
+import { readChatAhead } from '#chat/middleware/read_chat_ahead'
 
 const ChatController = () => import('#chat/controllers/chat_controller')
 const HistoryController = () => import('#chat/controllers/history_controller')
@@ -10,7 +11,7 @@ const ModelProxyController = () => import('#chat/controllers/model_proxy_control
 router
   .post('/api/v1/agents/:id/chat', [ChatController, 'programmatic'])
   .as('api.v1.agents.chat')
-  .use(programmaticApi)
+  .use(programmaticApiReadingAhead(readChatAhead))
 
 router
   .group(() => {

@@ -1,26 +1,14 @@
-import {
-  CompletionStreamError,
-  completionDeltas,
-  openAiUsage,
-  type StreamedCompletion,
-} from '#core/openai/wire'
-import { upstreamRequest, type UpstreamResponse } from '#core/openai/upstream_http'
+import { emptyCompletion } from '#core/openai/wire'
+import { modelGateway, type ModelEndpoint } from '#core/openai/model_gateway'
+import type { UpstreamParty } from '#core/openai/gateway_errors'
 import type { ContainerChatChunk, ContainerChatReply, ContainerChatRequest } from '#runtime/types'
 
 /**
- * The agent's framework could not answer (unreachable, error status, error
- * inside the stream). The chat area falls back to the hosted path on it.
+ * The agent's own framework answers a chat through its OpenAI-compatible
+ * endpoint, called through the model gateway. Its failures (unreachable,
+ * error status, error inside the stream) are ModelGatewayError; the chat
+ * area falls back to the hosted path on them.
  */
-export class ContainerChatError extends Error {
-  constructor(
-    message: string,
-    readonly status?: number,
-    options?: { cause?: unknown }
-  ) {
-    super(message, options)
-    this.name = 'ContainerChatError'
-  }
-}
 
 /** Where and how to reach one agent's OpenAI-compatible endpoint. */
 export interface ChatTarget {
@@ -34,6 +22,18 @@ export interface ChatTimeouts {
   replyTimeoutMs?: number
 }
 
+const FRAMEWORK: UpstreamParty = { name: "The agent's framework" }
+
+function endpointOf(target: ChatTarget, timeouts: ChatTimeouts): ModelEndpoint {
+  // A stream may take as long as a whole reply does, but not go silent for that long.
+  return {
+    url: target.url,
+    headers: target.headers,
+    party: FRAMEWORK,
+    timeoutMs: timeouts.replyTimeoutMs ?? 300_000,
+  }
+}
+
 function requestBody(target: ChatTarget, request: ContainerChatRequest, stream: boolean) {
   return {
     model: target.model,
@@ -45,91 +45,35 @@ function requestBody(target: ChatTarget, request: ContainerChatRequest, stream: 
   }
 }
 
-/** Sends the request; an error status or no answer is a ContainerChatError. */
-async function post(
-  target: ChatTarget,
-  request: ContainerChatRequest,
-  stream: boolean,
-  timeoutMs: number
-): Promise<UpstreamResponse> {
-  let response: UpstreamResponse
-  try {
-    response = await upstreamRequest(target.url, {
-      headers: { accept: stream ? 'text/event-stream' : 'application/json', ...target.headers },
-      body: requestBody(target, request, stream),
-      signal: request.signal,
-      timeoutMs,
-    })
-  } catch (error) {
-    if (request.signal?.aborted) throw error
-    throw new ContainerChatError(`agent: ${(error as Error).message}`, undefined, {
-      cause: error,
-    })
-  }
-  if (response.status < 200 || response.status > 299) {
-    const text = await response.text().catch(() => '')
-    throw new ContainerChatError(
-      `agent answered ${response.status}: ${text.slice(0, 300)}`,
-      response.status
-    )
-  }
-  return response
-}
-
 /** One whole reply (`stream: false`). */
 export async function chatOnce(
   target: ChatTarget,
   request: ContainerChatRequest,
   timeouts: ChatTimeouts = {}
 ): Promise<ContainerChatReply> {
-  const response = await post(target, request, false, timeouts.replyTimeoutMs ?? 300_000)
-  const body: any = await response.json().catch((error: Error) => {
-    if (request.signal?.aborted) throw error
-    throw new ContainerChatError(`agent reply broke off: ${error.message}`, undefined, {
-      cause: error,
-    })
-  })
-  const content = body?.choices?.[0]?.message?.content
-  if (typeof content !== 'string') {
-    throw new ContainerChatError(
-      body?.error?.message ? `agent error: ${body.error.message}` : 'agent reply has no content'
-    )
-  }
-  return {
-    content,
-    model: String(body.model ?? target.model),
-    usage: openAiUsage(body) ?? undefined,
-  }
+  const reply = await modelGateway.complete(
+    endpointOf(target, timeouts),
+    requestBody(target, request, false),
+    { signal: request.signal, requireContent: true }
+  )
+  return { content: reply.content!, model: reply.model, usage: reply.usage ?? undefined }
 }
 
 /**
  * The reply as it is generated (`stream: true`): yields `{ token }` per
- * content delta; returns the whole reply when the stream ends with
- * `[DONE]`. An `error` object in the stream throws ContainerChatError.
+ * content delta; returns the whole reply when the stream ends with `[DONE]`.
  */
 export async function* chatStream(
   target: ChatTarget,
   request: ContainerChatRequest,
   timeouts: ChatTimeouts = {}
 ): AsyncGenerator<ContainerChatChunk, ContainerChatReply> {
-  const response = await post(target, request, true, timeouts.replyTimeoutMs ?? 300_000)
-  // Headers arrived: the stream may take as long as the reply does, but not go silent for that long.
-  response.streaming()
-  let reply: StreamedCompletion
-  try {
-    const deltas = completionDeltas(response.body, target.model)
-    let step = await deltas.next()
-    for (; !step.done; step = await deltas.next()) yield { token: step.value }
-    reply = step.value
-  } catch (error) {
-    if (request.signal?.aborted || error instanceof ContainerChatError) throw error
-    if (error instanceof CompletionStreamError) {
-      throw new ContainerChatError(`agent stream error: ${error.message}`)
-    }
-    throw new ContainerChatError(`agent stream broke: ${(error as Error).message}`, undefined, {
-      cause: error,
-    })
-  }
-  if (!reply.done) throw new ContainerChatError('agent stream ended without [DONE]')
+  const reply = emptyCompletion(target.model)
+  const chunks = await modelGateway.stream(
+    endpointOf(target, timeouts),
+    requestBody(target, request, true),
+    { signal: request.signal, reply }
+  )
+  for await (const chunk of chunks) if (chunk.token) yield { token: chunk.token }
   return { content: reply.content, model: reply.model, usage: reply.usage ?? undefined }
 }

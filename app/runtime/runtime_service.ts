@@ -269,7 +269,7 @@ export class RuntimeService extends RuntimeBooks {
   /**
    * One reply from the agent's own framework (its /v1/chat/completions), at
    * `target` when the caller resolved it (else looked up now).
-   * AgentNotRunningException when not running; ContainerChatError when the
+   * AgentNotRunningException when not running; ModelGatewayError when the
    * framework fails (the chat area then falls back to the hosted path).
    */
   async chat(

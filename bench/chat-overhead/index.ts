@@ -256,6 +256,16 @@ let baselineServer: ReturnType<typeof spawn> | undefined
 let serverExited = false
 server.once('exit', () => (serverExited = true))
 
+/** CPU time (user + system) the process has used so far, in ms (/proc/<pid>/stat, clock ticks). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const ticks = Number(fields[11]) + Number(fields[12])
+  const hz = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100
+  return (ticks * 1000) / hz
+}
+
 function rssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8')
   return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024
@@ -447,7 +457,10 @@ try {
       { base: BASE, pair: { name: 'hosted chat, this checkout', service: [], direct: [] } },
       { base: BASELINE_BASE, pair: { name: 'hosted chat, baseline', service: [], direct: [] } },
     ] as { base: string; pair: Pair }[]
+    const pids = [server.pid!, baselineServer.pid!]
+    let cpuBefore: number[] = []
     for (let i = 0; i < warmup + REQUESTS; i++) {
+      if (i === warmup) cpuBefore = pids.map(cpuMs)
       for (const side of i % 2 === 0 ? sides : [...sides].reverse()) {
         const service = await chatAt(side.base)
         check(service, side.pair.name)
@@ -457,7 +470,12 @@ try {
         side.pair.direct.push(directCall.totalMs)
       }
     }
+    // CPU per chat is steadier than latency on a shared machine (waiting for a core is not counted).
+    const cpuPerChat = pids.map((pid, k) => (cpuMs(pid) - cpuBefore[k]) / REQUESTS)
     console.log(`\nA/B against ${BASELINE}: ${REQUESTS} hosted chats each, alternating`)
+    console.log(
+      `server CPU per hosted chat: this checkout ${cpuPerChat[0].toFixed(2)} ms, baseline ${cpuPerChat[1].toFixed(2)} ms`
+    )
     report(sides[0].pair)
     report(sides[1].pair)
     const differences = sides[0].pair.service.map((ms, k) => sides[1].pair.service[k] - ms)

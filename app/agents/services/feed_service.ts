@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import db from '@adonisjs/lucid/services/db'
 import AgentFeedEvent, { type FeedEventType } from '#agents/models/agent_feed_event'
 
@@ -46,14 +47,40 @@ export async function recordFeedEvent(
     if ((error as { code?: string }).code === '23503') return
     throw error
   }
-  // Prune about once per 20 writes, keeping the newest FEED_KEPT events.
-  if (Math.random() < 0.05) {
-    await db.rawQuery(
-      `delete from agent_feed_events where agent_id = ? and seq < (
-         select seq from agent_feed_events where agent_id = ? order by seq desc offset ? limit 1)`,
-      [agentId, agentId, FEED_KEPT - 1]
-    )
-  }
+  await pruneFeedNowAndThen(agentId)
+}
+
+/**
+ * One event's insert as part of another statement, for a writer that stores
+ * it in the same round trip as its own rows (the chat's exchange store): it
+ * inserts the event for each `id` the CTE `agentCte` yields (none when the
+ * agent is gone), with `type` and `content` from the statement's
+ * placeholders; `feedEventValues` gives their values. Call
+ * `pruneFeedNowAndThen` after it, as recordFeedEvent does.
+ */
+export function feedEventInsertSql(
+  agentCte: string,
+  placeholders: { id: string; type: string; content: string }
+): string {
+  return `insert into agent_feed_events (id, agent_id, type, content, created_at)
+       select cast(${placeholders.id} as uuid), id, cast(${placeholders.type} as text),
+              cast(${placeholders.content} as text), now()
+         from ${agentCte}`
+}
+
+/** The values of a feedEventInsertSql event (a new id, the content cut to what the feed keeps). */
+export function feedEventValues(event: { type: FeedEventType; content: string }) {
+  return { id: randomUUID(), type: event.type, content: event.content.slice(0, CONTENT_MAX) }
+}
+
+/** Prunes about once per 20 writes, keeping the newest FEED_KEPT events. */
+export async function pruneFeedNowAndThen(agentId: string): Promise<void> {
+  if (Math.random() >= 0.05) return
+  await db.rawQuery(
+    `delete from agent_feed_events where agent_id = ? and seq < (
+       select seq from agent_feed_events where agent_id = ? order by seq desc offset ? limit 1)`,
+    [agentId, agentId, FEED_KEPT - 1]
+  )
 }
 
 /** The newest events of an agent, newest first. */

@@ -13,6 +13,7 @@ import AgentPolicy from '#agents/policies/agent_policy'
 import { takeStreamSlot } from '#core/http/stream_slots'
 import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
 import { idempotentJson } from '#chat/services/idempotent_route'
+import { chatReadsOf } from '#chat/middleware/read_chat_ahead'
 import {
   IDEMPOTENCY_HEADER,
   idempotencyKeyOf,
@@ -24,8 +25,9 @@ export default class ChatController {
   async programmatic(ctx: HttpContext) {
     const user = ctx.auth.getUserOrFail()
     const body = ctx.request.body()
-    const prefetched = prefetchChat(ctx.params.id, body)
-    const agent = await findChatAgent(ctx.params.id)
+    const reads = chatReadsOf(ctx)
+    const prefetched = reads.prefetched
+    const agent = await reads.agent
     await ctx.bouncer.with(AgentPolicy).authorize('chat', agent)
     return idempotentJson(
       ctx,

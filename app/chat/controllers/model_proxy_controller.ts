@@ -22,7 +22,7 @@ import {
   localDevModelEntry,
 } from '#chat/services/local_dev_model'
 import { WARM_UP_MARKER, WARM_UP_REPLY } from '#runtime/warm_up'
-import { upstreamRequest } from '#core/openai/upstream_http'
+import { modelGateway } from '#core/openai/model_gateway'
 import { chatConfig } from '#config/chat'
 import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
 import { writeRawJson } from '#chat/services/raw_json'
@@ -137,19 +137,18 @@ export default class ModelProxyController {
     const { url, apiKey, defaultModel } = modelProxyConfig.upstream
     if (url) {
       try {
-        const response = await upstreamRequest(`${url}/models`, {
+        const listed = await modelGateway.models({
+          url: `${url}/models`,
           headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+          party: { name: 'The model provider' },
           timeoutMs: 10_000,
         })
-        const listed = await response.json()
-        if (response.status === 200 && Array.isArray(listed?.data)) {
-          // Only what a request may name: the rest would be refused with 400.
-          data.push(
-            ...listed.data.filter(
-              (entry: any) => typeof entry?.id === 'string' && isModelOffered(entry.id)
-            )
+        // Only what a request may name: the rest would be refused with 400.
+        data.push(
+          ...(listed as any[]).filter(
+            (entry) => typeof entry?.id === 'string' && isModelOffered(entry.id)
           )
-        }
+        )
       } catch (error) {
         logger.warn({ err: error }, 'model proxy: the upstream model list is unavailable')
       }

@@ -6,7 +6,7 @@ import type Agent from '#agents/models/agent'
 import { findAgent } from '#agents/services/agent_access'
 import { isUuid } from '#core/http/ids'
 import { decryptSecrets } from '#agents/services/config_secrets'
-import { recordFeedEvent } from '#agents/services/feed_service'
+import { pruneFeedNowAndThen } from '#agents/services/feed_service'
 import type { ChatTarget } from '#runtime/chat_client'
 import { chatValidator, testChatValidator } from '#chat/validators/chat_validators'
 import { assertAllowed } from '#chat/services/safety_filter'
@@ -53,7 +53,8 @@ export interface ChatOptions {
 
 /**
  * The lookups of a chat that need only the agent id and the message: the
- * knowledge passages and where the agent's container answers. A route
+ * knowledge passages, where the agent's container answers and (when the
+ * request brings none) its stored history. A route
  * starts them alongside its own agent lookup (and ownership check), so
  * they are not one more database round trip on the reply's path; they
  * read and return nothing unless that check passes and the message
@@ -66,6 +67,8 @@ export interface ChatPrefetch {
   knowledge?: Promise<string>
   /** Where its running container answers, or null (turn_routes.ts, containerTarget). */
   target: Promise<ChatTarget | null>
+  /** Its newest stored turns, when the request brings no history of its own. */
+  history?: Promise<StoredTurn[]>
 }
 
 /**
@@ -91,6 +94,12 @@ export function prefetchChat(agentId: unknown, input: unknown): ChatPrefetch | u
   if (!message || message.length > chatConfig.messageMaxLength) return undefined
   const id = agentId.toLowerCase()
   const prefetch: ChatPrefetch = { agentId: id, message, target: containerTarget(id) }
+  const history = (input as { history?: unknown }).history
+  // VineJS reads null as absent: the stored turns answer then too.
+  if (history === undefined || history === null) {
+    prefetch.history = recentTurns(id, chatConfig.historyMaxEntries)
+    prefetch.history.catch(() => {})
+  }
   if (knowledgeHint.has(id)) {
     prefetch.knowledge = knowledgeSection(id, message)
     // Settled or not, an unused prefetch must not be an unhandled rejection.
@@ -172,7 +181,8 @@ async function answerChat(
   knowledge.catch(() => {})
   const target = prefetched?.target ?? containerTarget(agent.id)
   const history: StoredTurn[] =
-    request.history ?? (await recentTurns(agent.id, chatConfig.historyMaxEntries))
+    request.history ??
+    (await (prefetched?.history ?? recentTurns(agent.id, chatConfig.historyMaxEntries)))
   const context: RouteContext = {
     agent,
     config,
@@ -195,7 +205,7 @@ async function answerChat(
   if (options.signal?.aborted) throw new ChatAbortedError()
 
   const answeredAt = new Date()
-  // The credits settle while the exchange is stored (two independent writes).
+  // The credits settle while the exchange is stored with its feed event (two independent writes).
   const [stored] = await Promise.all([
     recordExchange(
       agent.id,
@@ -203,17 +213,17 @@ async function answerChat(
       {
         content: reply.content,
         at: answeredAt > receivedAt ? answeredAt : new Date(receivedAt.getTime() + 1),
-      }
+      },
+      feedSnippet(options.source, request.message)
     ),
     reply.settled,
   ])
   if (stored) {
-    // After the answer is on its way: the feed is not on the reply's path.
+    // After the answer is on its way (now and then a delete): not on the reply's path.
     setImmediate(() =>
-      recordFeedEvent(agent.id, {
-        type: 'message',
-        content: feedSnippet(options.source, request.message),
-      }).catch((error) => logger.warn({ agentId: agent.id, err: error }, 'chat: feed event lost'))
+      pruneFeedNowAndThen(agent.id).catch((error) =>
+        logger.warn({ agentId: agent.id, err: error }, 'chat: feed prune failed')
+      )
     )
   }
   return { content: reply.content, model: reply.model }

@@ -3,6 +3,7 @@ import db from '@adonisjs/lucid/services/db'
 import type { TransactionClientContract } from '@adonisjs/lucid/types/database'
 import { chatConfig } from '#config/chat'
 import { preparedQuery } from '#core/database/prepared_query'
+import { feedEventInsertSql, feedEventValues } from '#agents/services/feed_service'
 import type { PeriodicJob } from '#core/jobs/periodic_jobs'
 
 /**
@@ -56,13 +57,15 @@ async function trimAgent(trx: TransactionClientContract, agentId: string) {
 }
 
 /**
- * Stores one answered exchange and counts it. Returns false when the
- * agent no longer exists (deleted while the model answered).
+ * Stores one answered exchange, counts it and adds the agent's `message`
+ * feed event (`feed`: its text). Returns false when the agent no longer
+ * exists (deleted while the model answered): nothing is stored then.
  */
 export async function recordExchange(
   agentId: string,
   user: { content: string; at: Date },
-  assistant: { content: string; at: Date }
+  assistant: { content: string; at: Date },
+  feed: string
 ): Promise<boolean> {
   // One statement (one round trip, one commit). The agent row's lock orders
   // concurrent exchanges of one agent. The trim reads the rows as they were
@@ -71,7 +74,10 @@ export async function recordExchange(
   // this transaction only): no money moves here, and on the hosted path the
   // credit settlement's synchronous commit, running alongside, is then the
   // one flush the reply waits for. A database crash can lose the last
-  // fraction of a second of conversation and counts, never a charge.
+  // fraction of a second of conversation and counts, never a charge. The
+  // feed event goes in the same statement (the agents area's insert): one
+  // round trip and one commit for all of it.
+  const event = feedEventValues({ type: 'message', content: feed })
   const result = await preparedQuery<{ agents: string }>(
     'chat.record_exchange',
     `with relaxed as materialized (
@@ -99,10 +105,13 @@ export async function recordExchange(
         where agent_id = (select id from agent) and (created_at, seq) < (
           select created_at, seq from chat_messages where agent_id = $1
            order by created_at desc, seq desc offset $9 limit 1)
+       returning 1),
+     fed as (
+       ${feedEventInsertSql('agent', { id: '$10', type: '$11', content: '$12' })}
        returning 1)
      select (select count(*) from agent) as agents,
             (select count(*) from counted) + (select count(*) from stored)
-              + (select count(*) from trimmed) as touched`,
+              + (select count(*) from trimmed) + (select count(*) from fed) as touched`,
     [
       agentId,
       utcDay(user.at),
@@ -113,6 +122,9 @@ export async function recordExchange(
       assistant.content,
       assistant.at,
       Math.max(0, chatConfig.storedMessagesKept - 3),
+      event.id,
+      event.type,
+      event.content,
     ]
   )
   return Number(result.rows[0]?.agents ?? 0) > 0

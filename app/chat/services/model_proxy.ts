@@ -1,9 +1,5 @@
 import { LOCAL_DEV_MODEL, modelProxyConfig } from '#config/model_proxy'
-import {
-  InsufficientCreditsException,
-  ServiceUnavailableException,
-  ValidationException,
-} from '#core/exceptions/api_exceptions'
+import { InsufficientCreditsException } from '#core/exceptions/api_exceptions'
 import creditLedger from '#credits/services/credit_ledger'
 import {
   releaseHold,
@@ -22,8 +18,14 @@ import {
   rateFor,
   type TokenUsage,
 } from '#chat/services/metering'
-import { openAiUsage, sseEvents } from '#core/openai/wire'
-import { upstreamRequest, type UpstreamResponse } from '#core/openai/upstream_http'
+import {
+  completionChunks,
+  emptyCompletion,
+  openAiUsage,
+  type CompletionChunk,
+  type StreamedCompletion,
+} from '#core/openai/wire'
+import { modelGateway, type Completion, type ModelEndpoint } from '#core/openai/model_gateway'
 import type { ModelReply } from '#chat/services/types'
 
 /**
@@ -45,9 +47,6 @@ export interface HostedOptions {
   source: string
   signal?: AbortSignal
 }
-
-/** The upstream sent an error inside a stream, or a stream broke off. */
-export class UpstreamStreamError extends ServiceUnavailableException {}
 
 /** The fewest output tokens a request is still sent with when the balance cannot hold what it asked. */
 const MIN_FITTED_OUTPUT_TOKENS = 256
@@ -103,46 +102,19 @@ async function holdFor(
   }
 }
 
-function upstreamErrorMessage(body: any, raw: string): string {
-  const message = body?.error?.message ?? body?.message ?? body?.error ?? raw
-  return (typeof message === 'string' ? message : JSON.stringify(message)).slice(0, 300)
-}
-
-/** Calls MODEL_API_URL/chat/completions; non-2xx answers become API errors. */
-async function callUpstream(body: Record<string, any>, signal?: AbortSignal) {
+/**
+ * MODEL_API_URL's completions endpoint. It gets the client's own fields
+ * (upstream_body.ts), so its refusal of them is the client's 400.
+ */
+function hostedEndpoint(): ModelEndpoint {
   const { url, apiKey } = modelProxyConfig.upstream
-  let response: UpstreamResponse
-  try {
-    response = await upstreamRequest(`${url}/chat/completions`, {
-      body,
-      headers: {
-        ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
-        accept: body.stream ? 'text/event-stream' : 'application/json',
-      },
-      signal,
-      timeoutMs: modelProxyConfig.timeoutMs,
-      idleTimeoutMs: modelProxyConfig.streamIdleTimeoutMs,
-    })
-  } catch (error) {
-    if (signal?.aborted) throw error
-    throw new ServiceUnavailableException(
-      `The model provider is unavailable: ${(error as Error).message}`,
-      { cause: error }
-    )
+  return {
+    url: `${url}/chat/completions`,
+    headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+    party: { name: 'The model provider', clientBody: true },
+    timeoutMs: modelProxyConfig.timeoutMs,
+    idleTimeoutMs: modelProxyConfig.streamIdleTimeoutMs,
   }
-  if (response.status >= 200 && response.status < 300) return response
-  const raw = await response.text().catch(() => '')
-  let parsed: any
-  try {
-    parsed = JSON.parse(raw)
-  } catch {}
-  const message = upstreamErrorMessage(parsed, raw)
-  if ([400, 404, 413, 422].includes(response.status)) {
-    throw new ValidationException(`The model provider refused the request: ${message}`)
-  }
-  throw new ServiceUnavailableException(
-    `The model provider answered ${response.status}: ${message}`
-  )
 }
 
 /** Usage when the provider reports none: the whole forwarded body is the prompt. */
@@ -180,11 +152,6 @@ async function settle(
   })
 }
 
-function contentOf(json: any): string {
-  const content = json?.choices?.[0]?.message?.content
-  return typeof content === 'string' ? content : ''
-}
-
 /**
  * A whole (non-streamed) hosted completion: the upstream's answer and the
  * settlement of its cost, already under way (`settled`: the credits
@@ -197,42 +164,23 @@ export async function hostedCompletion(
 ): Promise<{ json: any; reply: ModelReply; settled: Promise<number> }> {
   const { model, local } = resolveHostedModel(body.model)
   const { hold, request } = await holdFor(options, model, body, false)
-  let json: any
+  let completion: Completion
   try {
-    if (local) {
-      json = localDevCompletion(body.messages)
-    } else {
-      const response = await callUpstream(request, options.signal)
-      json = await response.json().catch((error) => {
-        throw options.signal?.aborted
-          ? error
-          : new ServiceUnavailableException(`The model provider broke off: ${error.message}`)
-      })
-      if (!json || typeof json !== 'object' || !Array.isArray(json.choices)) {
-        throw new ServiceUnavailableException('The model provider answered something unreadable')
-      }
-    }
+    completion = local
+      ? localCompletion(body.messages)
+      : await modelGateway.complete(hostedEndpoint(), request, { signal: options.signal })
   } catch (error) {
     await releaseHold(hold)
     throw error
   }
-  const answered = local ? LOCAL_DEV_MODEL : typeof json.model === 'string' ? json.model : model
-  const content = contentOf(json)
-  const usage = openAiUsage(json) ?? estimatedUsage(request, content)
+  const { json } = completion
+  const answered = local ? LOCAL_DEV_MODEL : completion.model
+  const content = completion.content ?? ''
+  const usage = completion.usage ?? estimatedUsage(request, content)
   const settled = settle(hold, options, local, answered, usage)
   // Awaited by the caller; this only keeps a failure from being "unhandled" meanwhile.
   settled.catch(() => {})
   return { json, reply: { content, model: answered, usage }, settled }
-}
-
-export interface HostedChunk {
-  /** The SSE data payload as the upstream sent it. */
-  data: string
-  json: any
-  /** The content delta, when this chunk carries one. */
-  token: string | null
-  /** The usage-only chunk that `stream_options.include_usage` adds (no choices). */
-  usageOnly: boolean
 }
 
 /**
@@ -243,10 +191,6 @@ export interface HostedChunk {
  * `finally` as well, in case `chunks()` is never iterated.
  */
 export class HostedStream {
-  content = ''
-  model: string
-  usage: TokenUsage | null = null
-  completed = false
   #settlement?: Promise<number>
 
   constructor(
@@ -254,49 +198,30 @@ export class HostedStream {
     private readonly body: Record<string, any>,
     private readonly options: HostedOptions,
     private readonly local: boolean,
-    private readonly source: AsyncIterable<string>
-  ) {
-    this.model = body.model
+    /** What was generated so far (kept up to date by `source`). */
+    private readonly reply: StreamedCompletion,
+    private readonly source: AsyncGenerator<CompletionChunk, StreamedCompletion>
+  ) {}
+
+  get content(): string {
+    return this.reply.content
   }
 
-  async *chunks(): AsyncGenerator<HostedChunk, ModelReply> {
+  get model(): string {
+    return this.reply.model
+  }
+
+  get usage(): TokenUsage | null {
+    return this.reply.usage
+  }
+
+  get completed(): boolean {
+    return this.reply.done
+  }
+
+  async *chunks(): AsyncGenerator<CompletionChunk, ModelReply> {
     try {
-      for await (const data of this.source) {
-        if (data === '[DONE]') {
-          // Read on to the end of the body so the connection can be reused.
-          this.completed = true
-          continue
-        }
-        if (this.completed) continue
-        let json: any
-        try {
-          json = JSON.parse(data)
-        } catch {
-          continue
-        }
-        if (json?.error) {
-          throw new UpstreamStreamError(
-            `The model provider failed: ${upstreamErrorMessage(json, data)}`
-          )
-        }
-        if (typeof json?.model === 'string' && !this.local) this.model = json.model
-        this.usage = openAiUsage(json) ?? this.usage
-        const delta = json?.choices?.[0]?.delta?.content
-        const token = typeof delta === 'string' && delta.length > 0 ? delta : null
-        if (token) this.content += token
-        yield {
-          data,
-          json,
-          token,
-          usageOnly: Array.isArray(json?.choices) && json.choices.length === 0,
-        }
-      }
-      if (!this.completed && !this.options.signal?.aborted) {
-        throw new UpstreamStreamError('The model provider ended the stream early')
-      }
-    } catch (error) {
-      if (this.options.signal?.aborted || error instanceof UpstreamStreamError) throw error
-      throw new UpstreamStreamError(`The model provider broke off: ${(error as Error).message}`)
+      yield* this.source
     } finally {
       await this.close()
     }
@@ -317,8 +242,15 @@ export class HostedStream {
   }
 }
 
-async function* upstreamData(response: UpstreamResponse): AsyncGenerator<string> {
-  for await (const event of sseEvents(response.body)) yield event.data
+/** The built-in local-dev model's whole answer, read as an upstream's would be. */
+function localCompletion(messages: unknown): Completion {
+  const json = localDevCompletion(messages)
+  return {
+    json,
+    content: json.choices[0].message.content,
+    model: LOCAL_DEV_MODEL,
+    usage: openAiUsage(json),
+  }
 }
 
 async function* localData(messages: unknown): AsyncGenerator<string> {
@@ -336,16 +268,18 @@ export async function openHostedStream(
 ): Promise<HostedStream> {
   const { model, local } = resolveHostedModel(body.model)
   const { hold, request } = await holdFor(options, model, body, true)
+  const reply = emptyCompletion(request.model)
   try {
-    let source: AsyncIterable<string>
+    let source: AsyncGenerator<CompletionChunk, StreamedCompletion>
     if (local) {
-      source = localData(body.messages)
+      source = completionChunks(localData(body.messages), reply)
     } else {
-      const response = await callUpstream(request, options.signal)
-      response.streaming()
-      source = upstreamData(response)
+      source = await modelGateway.stream(hostedEndpoint(), request, {
+        signal: options.signal,
+        reply,
+      })
     }
-    return new HostedStream(hold, request, options, local, source)
+    return new HostedStream(hold, request, options, local, reply, source)
   } catch (error) {
     await releaseHold(hold)
     throw error

@@ -6,7 +6,8 @@ import {
 } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
-import { ContainerChatError, type ChatTarget } from '#runtime/chat_client'
+import type { ChatTarget } from '#runtime/chat_client'
+import { ModelGatewayError } from '#core/openai/gateway_errors'
 import { RuntimeService } from '#runtime/runtime_service'
 import { systemPromptFor } from '#chat/services/system_prompt'
 import { hostedCompletion, openHostedStream } from '#chat/services/model_proxy'
@@ -207,7 +208,7 @@ export async function route(context: RouteContext): Promise<{ reply: RoutedReply
     if (context.options.signal?.aborted) throw error
     // The container stopped between the look and the call (CONTRACT: chat never answers 409).
     const stoppedMeanwhile = error instanceof AgentNotRunningException
-    if (!(error instanceof ContainerChatError) && !stoppedMeanwhile) throw error
+    if (!(error instanceof ModelGatewayError) && !stoppedMeanwhile) throw error
     if (context.streamed > 0) {
       logger.warn(
         { agentId: context.agent.id, reason: error.message },

@@ -73,12 +73,18 @@ export function upstreamRequest(url: string, options: UpstreamRequest): Promise<
       },
     })
     let settled = false
+    let answer: IncomingMessage | undefined
+    // The answer's body fails with the reason too (else a reader sees only "aborted").
+    const breakOff = (reason: Error) => {
+      answer?.destroy(reason)
+      request.destroy(reason)
+    }
     const timer = setTimeout(() => {
-      request.destroy(
+      breakOff(
         new UpstreamUnavailableError(`no answer within ${Math.round(options.timeoutMs / 1000)} s`)
       )
     }, options.timeoutMs)
-    const onAbort = () => request.destroy(abortReason(signal!))
+    const onAbort = () => breakOff(abortReason(signal!))
     signal?.addEventListener('abort', onAbort, { once: true })
     const cleanup = () => {
       clearTimeout(timer)
@@ -98,6 +104,7 @@ export function upstreamRequest(url: string, options: UpstreamRequest): Promise<
     })
     request.on('response', (response) => {
       settled = true
+      answer = response
       // Keep honouring the signal while the body streams.
       response.on('close', cleanup)
       let textPromise: Promise<string> | undefined
@@ -138,7 +145,7 @@ export function upstreamRequest(url: string, options: UpstreamRequest): Promise<
           // A stream that stalls must not hold its caller (and its credits) forever.
           const idleMs = options.idleTimeoutMs ?? options.timeoutMs
           request.setTimeout(idleMs, () =>
-            request.destroy(
+            breakOff(
               new UpstreamUnavailableError(
                 `the stream stalled: nothing for ${Math.round(idleMs / 1000)} s`
               )

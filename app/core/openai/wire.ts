@@ -1,8 +1,9 @@
 /**
  * The OpenAI chat-completions wire format, read once for every client of
- * it: the hosted model proxy's upstream, customers' own providers and the
- * agents' containers. One SSE parser, one usage parser and one reader of a
- * completion stream, so a fix to any of them reaches every path.
+ * it (the model gateway, model_gateway.ts: the hosted model proxy's
+ * upstream, customers' own providers and the agents' containers). One SSE
+ * parser, one usage parser and one reader of a completion stream, so a fix
+ * to any of them reaches every path.
  */
 
 export interface TokenUsage {
@@ -69,6 +70,15 @@ export function openAiUsage(body: any): TokenUsage | null {
   }
 }
 
+/**
+ * What an error answer says (`{ error: { message } }`, `{ message }`,
+ * `{ error: "..." }`), else its raw text; at most 300 characters.
+ */
+export function upstreamMessage(body: any, raw: string): string {
+  const message = body?.error?.message ?? body?.message ?? body?.error ?? raw
+  return (typeof message === 'string' ? message : JSON.stringify(message)).slice(0, 300)
+}
+
 /** A completion stream carried an `error` object; its message as sent. */
 export class CompletionStreamError extends Error {
   constructor(message: string) {
@@ -86,42 +96,63 @@ export interface StreamedCompletion {
   done: boolean
 }
 
+/** A reply before its first chunk: nothing generated, the model asked for. */
+export function emptyCompletion(requestedModel: string): StreamedCompletion {
+  return { content: '', model: requestedModel, usage: null, done: false }
+}
+
+export interface CompletionChunk {
+  /** The SSE data payload as sent (the model proxy relays it unchanged). */
+  data: string
+  json: any
+  /** The content delta, when this chunk carries one. */
+  token: string | null
+  /** The usage-only chunk that `stream_options.include_usage` adds (no choices). */
+  usageOnly: boolean
+}
+
 /**
- * Reads a chat-completions stream: yields each content delta, returns the
- * whole reply once the body ends. An `error` chunk throws CompletionStreamError; chunks that
- * are not JSON are skipped.
+ * Reads a chat-completions stream from its SSE data payloads: yields each
+ * chunk and keeps `reply` up to date as they arrive (content so far, model,
+ * usage, `[DONE]` seen), so a caller that stops early or is cut off still
+ * knows what was generated; returns `reply` once the payloads end. An
+ * `error` chunk throws CompletionStreamError; payloads that are not JSON
+ * are skipped.
  */
-export async function* completionDeltas(
-  body: AsyncIterable<Uint8Array | string>,
-  requestedModel: string
-): AsyncGenerator<string, StreamedCompletion> {
-  let content = ''
-  let model = requestedModel
-  let usage: TokenUsage | null = null
-  let done = false
-  for await (const { data } of sseEvents(body)) {
+export async function* completionChunks(
+  data: AsyncIterable<string>,
+  reply: StreamedCompletion
+): AsyncGenerator<CompletionChunk, StreamedCompletion> {
+  for await (const payload of data) {
     // Read on to the end after [DONE]: a body read whole keeps its keep-alive connection.
-    if (done) continue
-    if (data === '[DONE]') {
-      done = true
+    if (reply.done) continue
+    if (payload === '[DONE]') {
+      reply.done = true
       continue
     }
-    let chunk: any
+    let json: any
     try {
-      chunk = JSON.parse(data)
+      json = JSON.parse(payload)
     } catch {
       continue
     }
-    if (chunk?.error) {
-      throw new CompletionStreamError(chunk.error.message ?? JSON.stringify(chunk.error))
-    }
-    if (typeof chunk?.model === 'string') model = chunk.model
-    usage = openAiUsage(chunk) ?? usage
-    const token = chunk?.choices?.[0]?.delta?.content
-    if (typeof token === 'string' && token.length > 0) {
-      content += token
-      yield token
+    if (json?.error) throw new CompletionStreamError(upstreamMessage(json, payload))
+    if (typeof json?.model === 'string') reply.model = json.model
+    reply.usage = openAiUsage(json) ?? reply.usage
+    const delta = json?.choices?.[0]?.delta?.content
+    const token = typeof delta === 'string' && delta.length > 0 ? delta : null
+    if (token) reply.content += token
+    yield {
+      data: payload,
+      json,
+      token,
+      usageOnly: Array.isArray(json?.choices) && json.choices.length === 0,
     }
   }
-  return { content, model, usage, done }
+  return reply
+}
+
+/** The data payloads of an SSE byte stream. */
+export async function* sseData(body: AsyncIterable<Uint8Array | string>): AsyncGenerator<string> {
+  for await (const event of sseEvents(body)) yield event.data
 }

@@ -16,6 +16,20 @@ export interface MediaResponse {
 /** A success answer: the shape of `data` in `{ success: true, data }`, or a non-JSON answer. */
 export type SuccessResponse = Shape | { description: string; data: Shape } | MediaResponse
 
+/** One file part of a multipart/form-data body. */
+export interface FilePart {
+  description: string
+  /** The media type of what the file holds (e.g. `application/gzip`). */
+  mediaType?: string
+  /** The route refuses a request without it (400). Default true. */
+  required?: boolean
+}
+
+/** A multipart/form-data body (an upload), by field name. */
+export interface MultipartBody {
+  files: Record<string, FilePart>
+}
+
 /**
  * What one route takes and answers, the source of its part of /openapi.json.
  * Areas declare one per route name (app/<area>/api_contracts.ts) and
@@ -28,6 +42,8 @@ export interface RouteContract {
   tag?: string
   /** JSON body: the validator the handler runs on it, or a shape where no validator does. */
   body?: InputValidator | Shape
+  /** A multipart/form-data body instead (an upload the handler streams). */
+  multipart?: MultipartBody
   /**
    * Rules on the body the validator does not state (checked in code): JSON
    * Schema keywords added to the validator's schema (`properties` are merged

@@ -5,7 +5,12 @@ import {
   ValidationException,
   AuthRequiredException,
 } from '#core/exceptions/api_exceptions'
-import type { ApiExceptionClass, RouteContract, SuccessResponse } from '#core/openapi/contracts'
+import type {
+  ApiExceptionClass,
+  MultipartBody,
+  RouteContract,
+  SuccessResponse,
+} from '#core/openapi/contracts'
 import { gatedSchema, inputSchema, type InputValidator } from '#core/openapi/request_schema'
 import { BEARER_SCHEME, credentialNeed, securityFor } from '#core/openapi/route_security'
 import { envelopeSchema, namedSchemas, type JsonSchema, type Shape } from '#core/openapi/shapes'
@@ -90,6 +95,29 @@ function requiresFields(schema: JsonSchema): boolean {
   if (Array.isArray(schema.required) && schema.required.length > 0) return true
   const branches: JsonSchema[] | undefined = schema.oneOf ?? schema.anyOf
   return Array.isArray(branches) && branches.length > 0 && branches.every(requiresFields)
+}
+
+/** A multipart/form-data request body: each file a binary part (OpenAPI 3.1 and 3.0 both read `format: binary`). */
+function multipartBody(body: MultipartBody): JsonSchema {
+  const properties: Record<string, JsonSchema> = {}
+  const required: string[] = []
+  for (const [name, file] of Object.entries(body.files)) {
+    properties[name] = {
+      type: 'string',
+      format: 'binary',
+      ...(file.mediaType ? { contentMediaType: file.mediaType } : {}),
+      description: file.description,
+    }
+    if (file.required !== false) required.push(name)
+  }
+  return {
+    required: required.length > 0,
+    content: {
+      'multipart/form-data': {
+        schema: { type: 'object', properties, ...(required.length ? { required } : {}) },
+      },
+    },
+  }
 }
 
 /** Status and envelope code of an exception class. */
@@ -248,6 +276,7 @@ export class DocumentBuilder {
   }
 
   async #requestBody(contract: RouteContract | undefined): Promise<JsonSchema | undefined> {
+    if (contract?.multipart) return multipartBody(contract.multipart)
     if (!contract?.body) return undefined
     const schema = isValidator(contract.body)
       ? inputSchema(contract.body, 'body')

@@ -246,6 +246,26 @@ test.group('OpenAPI document', () => {
     }
   })
 
+  test('an upload is a multipart/form-data body: POST /agents/import names its archive field', async ({
+    assert,
+  }) => {
+    const { doc } = await fetchDocument()
+    const upload = doc.paths['/agents/import'].post.requestBody
+    assert.isTrue(upload.required)
+    assert.deepEqual(Object.keys(upload.content), ['multipart/form-data'])
+    const schema = upload.content['multipart/form-data'].schema
+    assert.deepEqual(schema.required, ['archive'])
+    assert.include(schema.properties.archive, {
+      type: 'string',
+      format: 'binary',
+      contentMediaType: 'application/gzip',
+    })
+    // Its refusals: a missing or bad archive (400), one over the size limit.
+    const responses = doc.paths['/agents/import'].post.responses
+    assert.property(responses, '400')
+    assert.property(responses, '413')
+  })
+
   test('the document is built once and then served from cache', async ({ assert }) => {
     const first = openApiService.document()
     assert.strictEqual(openApiService.document(), first)

@@ -5,7 +5,7 @@ import { cpus } from 'node:os'
 import { test } from '@japa/runner'
 import { AgentNotRunningException, NotFoundException } from '#core/exceptions/api_exceptions'
 import { agentPaths } from '#runtime/agent_paths'
-import { ContainerChatError } from '#runtime/chat_client'
+import { ModelGatewayError } from '#core/openai/gateway_errors'
 import { isAlive } from '#runtime/process/proc_stats'
 import { markedProcesses, readRecord } from '#runtime/process/process_record'
 import { fixtureSpec, processHarness, waitFor, type RuntimeHarness } from '#tests/helpers/runtime'
@@ -141,7 +141,7 @@ test.group('Runtime / process driver lifecycle', (group) => {
           conversationId: 'c',
           messages: [{ role: 'user', content: '__crash__' }],
         }),
-      ContainerChatError
+      ModelGatewayError
     )
     await waitFor('the restart event', () =>
       harness.events.find((event) => event.type === 'restarting' && event.agentId === agentId)

@@ -1,5 +1,12 @@
 import { test } from '@japa/runner'
-import { CompletionStreamError, completionDeltas, openAiUsage, sseEvents } from '#core/openai/wire'
+import {
+  CompletionStreamError,
+  completionChunks,
+  emptyCompletion,
+  openAiUsage,
+  sseData,
+  sseEvents,
+} from '#core/openai/wire'
 
 async function* chunks(...parts: (string | Uint8Array)[]) {
   for (const part of parts) yield part
@@ -12,10 +19,10 @@ async function collect<T>(source: AsyncIterable<T>): Promise<T[]> {
 }
 
 async function readAll(body: AsyncIterable<Uint8Array | string>, model = 'asked') {
-  const deltas = completionDeltas(body, model)
+  const reader = completionChunks(sseData(body), emptyCompletion(model))
   const tokens: string[] = []
-  let step = await deltas.next()
-  for (; !step.done; step = await deltas.next()) tokens.push(step.value)
+  let step = await reader.next()
+  for (; !step.done; step = await reader.next()) if (step.value.token) tokens.push(step.value.token)
   return { tokens, reply: step.value }
 }
 
@@ -96,5 +103,37 @@ test.group('OpenAI wire: completion stream', () => {
     const failing = readAll(chunks(chunk({ error: { message: 'overloaded' } })))
     await assert.rejects(() => failing, CompletionStreamError)
     await failing.catch((error) => assert.equal(error.message, 'overloaded'))
+  })
+
+  test('each chunk as it was sent, the usage-only chunk marked; the reply is current when the reader stops early', async ({
+    assert,
+  }) => {
+    const reply = emptyCompletion('asked')
+    const payloads = [
+      JSON.stringify({ choices: [{ delta: { content: 'one ' } }] }),
+      JSON.stringify({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } }),
+      JSON.stringify({ choices: [{ delta: { content: 'never read' } }] }),
+    ]
+    const seen = []
+    for await (const item of completionChunks(
+      chunks(...payloads) as AsyncIterable<string>,
+      reply
+    )) {
+      seen.push(item)
+      if (item.usageOnly) break
+    }
+    assert.deepEqual(
+      seen.map(({ data, token, usageOnly }) => ({ data, token, usageOnly })),
+      [
+        { data: payloads[0], token: 'one ', usageOnly: false },
+        { data: payloads[1], token: null, usageOnly: true },
+      ]
+    )
+    assert.deepEqual(reply, {
+      content: 'one ',
+      model: 'asked',
+      usage: { inputTokens: 1, outputTokens: 1 },
+      done: false,
+    })
   })
 })
