@@ -148,6 +148,15 @@ export class RuntimeReads {
     return this.#quota.wrap(agentId, this.driver.files(agentId))
   }
 
+  /**
+   * Runs `work` with the agent's running container frozen (a backup's copy
+   * of its folders, ContainerDriver.whileFrozen); it runs on after.
+   * Undefined, `work` not run, where the driver cannot freeze it.
+   */
+  async whileFrozen<T>(agentId: string, work: () => Promise<T>) {
+    return this.driver.whileFrozen?.(agentId, work)
+  }
+
   /** The memory store of an agent that is asleep, read from disk. */
   memoryAtRest(agentId: string, framework: string): Promise<Record<string, string>> {
     return this.options.frameworks.framework(framework).readMemory(this.driver.reader(agentId))

@@ -189,6 +189,14 @@ export interface ContainerDriver {
    */
   hibernate?(agentId: string, options?: HibernateOptions): Promise<void>
 
+  /**
+   * A short quiesce (a backup's copy): `work` runs with the agent's running
+   * processes frozen, which go on where they stood after it. Undefined,
+   * `work` not run, when this run cannot be frozen (not running, no freezer
+   * on this host): the caller then puts the agent to sleep instead.
+   */
+  whileFrozen?<T>(agentId: string, work: () => Promise<T>): Promise<{ value: T } | undefined>
+
   /** True when its next start would resume a checkpoint instead of booting (the boot queue lets it go first). */
   resumes?(agentId: string): boolean
 

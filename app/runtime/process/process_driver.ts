@@ -113,9 +113,7 @@ export class ProcessDriver implements ContainerDriver {
     this.#settings = supervisorSettings(options, () => this.#stopping)
   }
 
-  #log(message: string, detail?: Record<string, unknown>) {
-    this.options.log?.(message, detail)
-  }
+  #log = (message: string, detail?: Record<string, unknown>) => this.options.log?.(message, detail)
 
   #emit = (event: RuntimeEvent) => {
     if (!this.#templates.isTemplateRun(event.agentId)) this.#events.emit(event)
@@ -283,6 +281,11 @@ export class ProcessDriver implements ContainerDriver {
     await Promise.all(plugins.map((plugin) => this.#installs.prepare(plugin)))
   }
 
+  /** A backup's quiesce: `work` runs with the agent's processes frozen (AgentProcess.whileFrozen). */
+  whileFrozen<T>(agentId: string, work: () => Promise<T>) {
+    return this.#exclusive(agentId, async () => this.#agents.get(agentId)?.whileFrozen(work))
+  }
+
   resumes(agentId: string): boolean {
     return existsSync(this.#checkpoint(agentId).metaFile)
   }
@@ -321,9 +324,7 @@ export class ProcessDriver implements ContainerDriver {
   }
 
   async inspect(agentId: string): Promise<ContainerInfo> {
-    const agent = this.#agents.get(agentId)
-    if (agent) return agent.info()
-    return recordedInfo(agentId, this.#paths(agentId))
+    return this.#agents.get(agentId)?.info() ?? recordedInfo(agentId, this.#paths(agentId))
   }
 
   async usage(agentId: string): Promise<ContainerUsage> {
