@@ -3,16 +3,12 @@
  * this install or another) and POST /agents/:id/clone (the agent's state now).
  * The archive is checked whole before anything is written (archive_reader.ts).
  */
-import {
-  assertFoldersReachable,
-  archiveAgent,
-  clearConfigOf,
-} from '#backups/services/backup_service'
+import { assertFoldersReachable, clearConfigOf } from '#backups/services/backup_service'
+import { archiveAgent } from '#backups/services/agent_archive'
 import { join } from 'node:path'
 import { backupConfig } from '#config/backups'
 import type Agent from '#agents/models/agent'
 import { frameworkPlugin } from '#agents/services/agent_config'
-import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { createAgent } from '#agents/services/agent_service'
 import { agentPaths, removeAgentFolders } from '#runtime/agent_paths'
 import { compareVersions, refuseArchive } from '#backups/services/archive_format'
@@ -96,9 +92,7 @@ export async function cloneAgent(user: { id: string }, agent: Agent) {
   assertFoldersReachable()
   return withWorkFolder(async (folder) => {
     const archive = join(folder, 'clone.tar.gz')
-    await agentLifecycle.withContainerDown(agent.id, () =>
-      archiveAgent(agent, archive, { includeSecrets: true })
-    )
+    await archiveAgent(agent, archive, { includeSecrets: true })
     return agentFromArchive(user, archive, { nameSuffix: ' (copy)' })
   })
 }

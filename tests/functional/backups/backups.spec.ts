@@ -8,12 +8,15 @@ import { runDailyBackups } from '#backups/services/daily_backups'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
+import { cgroupBases } from '#runtime/process/cgroups'
 import {
   agentCountOf,
   agentOwners,
   chatWithContainer,
   createFixtureAgent,
   foldersOf,
+  putToSleep,
+  runtime,
   storedConfigOf,
   waitUntilServing,
 } from '#tests/helpers/agents_http'
@@ -71,9 +74,12 @@ async function agentWithBackup(client: any, owner: { id: string }) {
     .bearerToken(jwt)
     .json({ filename: 'faq.txt', content: 'The shop opens at nine.' })
     .then((answer: any) => answer.assertStatus(201))
+  const service = await runtime()
+  const before = await service.status(agent.id)
   const made = await client.post(`/agents/${agent.id}/backups`).bearerToken(jwt).json({})
   made.assertStatus(201)
-  return { agent, jwt, backup: made.body().data }
+  const after = await service.status(agent.id)
+  return { agent, jwt, backup: made.body().data, runs: { before, after } }
 }
 
 test.group('Agent backups', (group) => {
@@ -85,12 +91,16 @@ test.group('Agent backups', (group) => {
     assert,
   }) => {
     const owner = await owners.create()
-    const { agent, jwt, backup } = await agentWithBackup(client, owner)
+    const { agent, jwt, backup, runs } = await agentWithBackup(client, owner)
     assert.equal(backup.kind, 'manual')
     assert.isAbove(backup.size, 0)
     assert.match(backup.sha256, /^[0-9a-f]{64}$/)
     assert.isFalse(backup.includeSecrets)
-    // Paused for the copy, then woken.
+    if (cgroupBases()?.freezer) {
+      // Frozen for the copy, never put to sleep: the same run goes on.
+      assert.equal(runs.after.state, 'running')
+      assert.equal(runs.after.containerId, runs.before.containerId)
+    }
     await waitUntilServing(agent.id)
 
     const list = await client.get(`/agents/${agent.id}/backups`).bearerToken(jwt)
@@ -202,6 +212,32 @@ test.group('Agent backups', (group) => {
     unknown.assertStatus(404)
     const anonymous = await client.get(`${base}/backups`)
     anonymous.assertStatus(401)
+  }).timeout(120_000)
+
+  test('an agent asleep is backed up where it lies and stays asleep', async ({
+    client,
+    assert,
+  }) => {
+    const owner = await owners.create()
+    const jwt = jwtFor(owner)
+    const agent = await createFixtureAgent(client, owner)
+    await waitUntilServing(agent.id)
+    await writeFile(client, jwt, agent.id, 'dream.txt', 'written before the sleep')
+    const service = await putToSleep(agent.id)
+    const made = await client.post(`/agents/${agent.id}/backups`).bearerToken(jwt).json({})
+    made.assertStatus(201)
+    await agentLifecycle.settled()
+    assert.equal(await service.containerView(agent.id), 'stopped')
+    const download = await downloadArchive(
+      baseUrl(),
+      jwt,
+      `/agents/${agent.id}/backups/${made.body().data.id}/download`
+    )
+    const entries = await unpackEntries(download.bytes)
+    assert.equal(
+      entries.find((entry) => entry.name === 'files/workspace/dream.txt')?.content?.toString(),
+      'written before the sleep'
+    )
   }).timeout(120_000)
 
   test('a link the agent planted in its folders is left out of the archive, never followed', async ({

@@ -1,0 +1,143 @@
+import { constants, type Stats } from 'node:fs'
+import { open, readdir, type FileHandle } from 'node:fs/promises'
+import { errorCode, isNotAFolder, PinnedDir } from '#runtime/files/pinned_dir'
+import { ARCHIVED_FOLDERS } from '#backups/services/archive_format'
+
+/**
+ * The one walk of an agent's folders a backup makes (the archive writer,
+ * and the snapshot a frozen agent is copied to): every folder through its
+ * pinned descriptor, every file opened without following a link, so a
+ * link the agent planted, or swapped in mid-walk, is left out and never
+ * followed (docs/security.md "Agent folders"). Only regular files and
+ * folders are visited; links, sockets, FIFOs and devices are listed as
+ * skipped by their archive name.
+ */
+
+/** O_NONBLOCK: a FIFO the agent put in its folders must not hang the backup. */
+const FILE_READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK
+/** Deepest folder tree walked (each level holds one descriptor while it is walked). */
+const MAX_DEPTH = 128
+
+/** What a walk does with what it finds; `C` stands for a folder of the copy (the writer has none). */
+export interface TreeVisitor<C> {
+  /** The folder `name` (its archive name, `files/workspace/a`) inside `parent`: answers its own `C`. */
+  folder(name: string, entry: string, mode: number, parent: C): Promise<C>
+  /** The regular file `name`, open (read-only, never through a link) with its stat. */
+  file(name: string, entry: string, handle: FileHandle, info: Stats, parent: C): Promise<void>
+}
+
+/**
+ * Opens the agent's own folder `<agents>/<id>` (the trusted agents folder
+ * first, the id without following a link); undefined when it has none.
+ * The caller closes it.
+ */
+export async function openAgentTop(
+  agentsDir: string,
+  agentId: string
+): Promise<PinnedDir | undefined> {
+  const agents = await PinnedDir.trusted(agentsDir)
+  try {
+    return await agents.child(agentId).catch((error) => {
+      if (errorCode(error) === 'ENOENT') return undefined
+      throw error
+    })
+  } finally {
+    await agents.close()
+  }
+}
+
+/**
+ * Walks the archived folders (workspace, state, home) of `top`, an open
+ * folder holding them (the agent's own, or a snapshot of it), as
+ * `files/<folder>/...`; `root` stands for the copy's top. A folder `top`
+ * lacks, or holds as a link or a file, is left out. Answers the entries
+ * skipped.
+ */
+export async function walkAgentFolders<C>(
+  top: PinnedDir,
+  root: C,
+  visitor: TreeVisitor<C>
+): Promise<string[]> {
+  const skipped: string[] = []
+  for (const folder of ARCHIVED_FOLDERS) {
+    const own = await top.child(folder).catch((error) => {
+      if (errorCode(error) === 'ENOENT' || isNotAFolder(error)) return undefined
+      throw error
+    })
+    if (!own) continue
+    try {
+      const name = `files/${folder}`
+      const context = await visitor.folder(name, folder, 0o700, root)
+      await walkTree(own, name, context, visitor, skipped, 0)
+    } finally {
+      await own.close()
+    }
+  }
+  return skipped
+}
+
+async function walkTree<C>(
+  dir: PinnedDir,
+  prefix: string,
+  context: C,
+  visitor: TreeVisitor<C>,
+  skipped: string[],
+  depth: number
+): Promise<void> {
+  const entries = await readdir(dir.path(), { withFileTypes: true })
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+  for (const entry of entries) {
+    const name = `${prefix}/${entry.name}`
+    if (entry.isDirectory()) {
+      if (depth >= MAX_DEPTH) {
+        skipped.push(name)
+        continue
+      }
+      let child: PinnedDir
+      try {
+        child = await dir.child(entry.name)
+      } catch (error) {
+        // Swapped for a link or a file since the listing: left out.
+        if (isNotAFolder(error) || errorCode(error) === 'ENOENT') {
+          skipped.push(name)
+          continue
+        }
+        throw error
+      }
+      try {
+        const info = await child.stat()
+        const inner = await visitor.folder(name, entry.name, info.mode & 0o777, context)
+        await walkTree(child, name, inner, visitor, skipped, depth + 1)
+      } finally {
+        await child.close()
+      }
+    } else if (!entry.isFile() || !(await visitFile(dir, entry.name, name, context, visitor))) {
+      skipped.push(name)
+    }
+  }
+}
+
+/** Opens the file without following a link and hands it over; false when it is not a regular file. */
+async function visitFile<C>(
+  dir: PinnedDir,
+  entry: string,
+  name: string,
+  context: C,
+  visitor: TreeVisitor<C>
+): Promise<boolean> {
+  let handle: FileHandle
+  try {
+    handle = await open(dir.path(entry), FILE_READ_FLAGS)
+  } catch (error) {
+    if (['ELOOP', 'ENOENT', 'ENXIO'].includes(errorCode(error) ?? '')) return false
+    throw error
+  }
+  try {
+    const info = await handle.stat()
+    if (!info.isFile()) return false
+    await visitor.file(name, entry, handle, info, context)
+    return true
+  } finally {
+    await handle.close()
+  }
+}
