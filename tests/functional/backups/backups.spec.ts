@@ -1,4 +1,5 @@
-import { readdirSync, symlinkSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
@@ -238,6 +239,41 @@ test.group('Agent backups', (group) => {
       entries.find((entry) => entry.name === 'files/workspace/dream.txt')?.content?.toString(),
       'written before the sleep'
     )
+  }).timeout(120_000)
+
+  test('files that do not compress are stored, those that do are packed: the archive reads back whole', async ({
+    client,
+    assert,
+  }) => {
+    const owner = await owners.create()
+    const jwt = jwtFor(owner)
+    const agent = await createFixtureAgent(client, owner)
+    await waitUntilServing(agent.id)
+    const noise = randomBytes(600 * 1024)
+    const text = Buffer.from('a line of the agent notes that repeats\n'.repeat(60_000))
+    const workspace = foldersOf(agent.id).workspace
+    writeFileSync(join(workspace, 'noise.bin'), noise)
+    writeFileSync(join(workspace, 'notes.log'), text)
+    const made = await client.post(`/agents/${agent.id}/backups`).bearerToken(jwt).json({})
+    made.assertStatus(201)
+    // The text shrank; the noise is there whole (stored, not deflated for nothing).
+    assert.isBelow(made.body().data.size, noise.length + text.length / 4)
+    assert.isAbove(made.body().data.size, noise.length)
+    const download = await downloadArchive(
+      baseUrl(),
+      jwt,
+      `/agents/${agent.id}/backups/${made.body().data.id}/download`
+    )
+    const entries = await unpackEntries(download.bytes)
+    const byName = new Map(entries.map((entry) => [entry.name, entry.content]))
+    assert.equal(sha256(byName.get('files/workspace/noise.bin')!), sha256(noise))
+    assert.equal(sha256(byName.get('files/workspace/notes.log')!), sha256(text))
+    // The service's own reader takes it too: an import carries both files.
+    const imported = await uploadArchive(baseUrl(), jwt, download.bytes)
+    assert.equal(imported.status, 201, JSON.stringify(imported.body))
+    const copy = foldersOf(imported.body.data.id).workspace
+    assert.equal(sha256(readFileSync(join(copy, 'noise.bin'))), sha256(noise))
+    assert.equal(sha256(readFileSync(join(copy, 'notes.log'))), sha256(text))
   }).timeout(120_000)
 
   test('a link the agent planted in its folders is left out of the archive, never followed', async ({
