@@ -1,15 +1,13 @@
 import { createHash, hkdfSync } from 'node:crypto'
 import { join } from 'node:path'
+import logger from '@adonisjs/core/services/logger'
 import { appKey } from '#config/app'
 import type Agent from '#agents/models/agent'
 import { frameworkPlugin } from '#agents/services/agent_config'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { ARCHIVE_FORMAT, FORMAT_VERSION } from '#backups/services/archive_format'
-import {
-  writeArchive,
-  type FolderSource,
-  type WrittenArchive,
-} from '#backups/services/archive_writer'
+import type { FolderSource, WrittenArchive } from '#backups/services/archive_writer'
+import { packApart } from '#backups/services/archive_packer'
 import { collectDocuments } from '#backups/services/agent_data'
 import { snapshotAgentFolders } from '#backups/services/folder_snapshot'
 import { agentsFolder, withWorkFolder } from '#backups/services/backup_store'
@@ -45,7 +43,10 @@ export function installId(): string {
   return installDigest
 }
 
-/** Packs the archive of `agent` from its rows (`documents`) and its folders as `folders` holds them. */
+/**
+ * Packs the archive of `agent` from its rows (`documents`) and its folders
+ * as `folders` holds them, in the packer's low-priority process.
+ */
 async function packArchive(
   agent: Agent,
   target: string,
@@ -54,7 +55,7 @@ async function packArchive(
   options: ArchiveOptions
 ): Promise<WrittenArchive> {
   const plugin = await frameworkPlugin(agent.framework)
-  return writeArchive(target, {
+  return packApart(target, {
     folders,
     documents,
     manifest: {
@@ -109,9 +110,12 @@ export async function archiveAgent(
       agent.id,
       async (how) => {
         if (how === 'down') return { written: await archiveAtRest(agent, target, options) }
+        const frozenAt = performance.now()
         const documents = await collectDocuments(agent, options)
         const snapshot = join(folder, 'snapshot')
         const skipped = await snapshotAgentFolders(agentsFolder(), agent.id, snapshot)
+        const frozenMs = Math.round(performance.now() - frozenAt)
+        logger.info({ agentId: agent.id, frozenMs }, 'backups: agent frozen for the copy')
         return { documents, folders: { snapshot, skipped } }
       },
       { freeze: true }
