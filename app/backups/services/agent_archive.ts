@@ -4,6 +4,7 @@ import logger from '@adonisjs/core/services/logger'
 import { appKey } from '#config/app'
 import type Agent from '#agents/models/agent'
 import { frameworkPlugin } from '#agents/services/agent_config'
+import { decryptSecrets } from '#agents/services/config_secrets'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { ARCHIVE_FORMAT, FORMAT_VERSION } from '#backups/services/archive_format'
 import type { FolderSource, WrittenArchive } from '#backups/services/archive_writer'
@@ -50,14 +51,14 @@ export function installId(): string {
 async function packArchive(
   agent: Agent,
   target: string,
-  documents: Record<string, unknown>,
-  folders: FolderSource,
+  fixed: Fixed & { leftOut: string[] },
   options: ArchiveOptions
 ): Promise<WrittenArchive> {
   const plugin = await frameworkPlugin(agent.framework)
   return packApart(target, {
-    folders,
-    documents,
+    folders: fixed.folders,
+    leftOut: fixed.leftOut,
+    documents: fixed.documents,
     manifest: {
       format: ARCHIVE_FORMAT,
       formatVersion: FORMAT_VERSION,
@@ -77,19 +78,41 @@ async function packArchive(
  * pre-restore backup), so folders and rows are of one moment.
  */
 export async function archiveAtRest(agent: Agent, target: string, options: ArchiveOptions) {
+  const leftOut = await renderedSecrets(agent)
   const documents = await collectDocuments(agent, options)
-  return packArchive(
-    agent,
-    target,
-    documents,
-    { agentsDir: agentsFolder(), agentId: agent.id },
-    options
-  )
+  const folders = { agentsDir: agentsFolder(), agentId: agent.id }
+  return packArchive(agent, target, { documents, folders, leftOut }, options)
 }
 
-/** A quiet window's outcome: the archive written in it, or what it is packed from after. */
-type Fixed =
-  { written: WrittenArchive } | { documents: Record<string, unknown>; folders: FolderSource }
+/** What an archive is packed from: the agent's rows and where its folders are read. */
+interface Fixed {
+  documents: Record<string, unknown>
+  folders: FolderSource
+}
+
+/**
+ * The framework's rendered files that hold secrets (mode 0600: Hermes'
+ * .env with its gateway token and model key, the fixture's settings), by
+ * archive name: left out of every archive whatever `includeSecrets` says
+ * (secrets travel in the config, encrypted, or not at all). They are
+ * rendered again from the config at the agent's next start.
+ */
+async function renderedSecrets(agent: Agent): Promise<string[]> {
+  const plugin = await frameworkPlugin(agent.framework)
+  const rendered = await plugin.renderFiles({
+    agentId: agent.id,
+    config: decryptSecrets(agent.config),
+    // Placeholders: only which files it renders, and how, matters here.
+    modelProxy: { baseUrl: 'http://127.0.0.1:9/v1', token: 'placeholder', model: 'placeholder' },
+    driver: 'process',
+    port: plugin.defaultPort,
+    gatewayToken: 'placeholder-gateway-token-placeholder',
+    paths: { state: '/state', workspace: '/workspace' },
+  })
+  return rendered
+    .filter((file) => file.mode === 0o600 && !file.onlyIfMissing)
+    .map((file) => `files/${file.root}/${file.path}`)
+}
 
 /**
  * Writes the archive of `agent` to `target`, of one moment
@@ -105,15 +128,16 @@ export async function archiveAgent(
   target: string,
   options: ArchiveOptions
 ): Promise<WrittenArchive> {
+  const leftOut = await renderedSecrets(agent)
   return withWorkFolder(async (folder) => {
-    const fixed = await agentLifecycle.withAgentQuiet<Fixed>(
+    const fixed = await agentLifecycle.withAgentQuiet<Fixed | { written: WrittenArchive }>(
       agent.id,
       async (how) => {
         if (how === 'down') return { written: await archiveAtRest(agent, target, options) }
         const frozenAt = performance.now()
         const documents = await collectDocuments(agent, options)
         const snapshot = join(folder, 'snapshot')
-        const skipped = await snapshotAgentFolders(agentsFolder(), agent.id, snapshot)
+        const skipped = await snapshotAgentFolders(agentsFolder(), agent.id, snapshot, leftOut)
         const frozenMs = Math.round(performance.now() - frozenAt)
         logger.info({ agentId: agent.id, frozenMs }, 'backups: agent frozen for the copy')
         return { documents, folders: { snapshot, skipped } }
@@ -121,6 +145,6 @@ export async function archiveAgent(
       { freeze: true }
     )
     if ('written' in fixed) return fixed.written
-    return packArchive(agent, target, fixed.documents, fixed.folders, options)
+    return packArchive(agent, target, { ...fixed, leftOut }, options)
   })
 }

@@ -39,6 +39,8 @@ export type FolderSource =
 
 export interface ArchiveInput {
   folders: FolderSource
+  /** Entries of the agent's folders never archived (the framework's rendered secrets), by archive name. */
+  leftOut: string[]
   /** JSON documents by their name in the archive (agent.json, data/...). */
   documents: Record<string, unknown>
   manifest: Omit<Manifest, 'files' | 'skipped'>
@@ -148,21 +150,23 @@ async function addFile(
 async function addFolders(
   pack: Pack,
   gzip: LeveledGzip,
-  source: FolderSource,
+  input: ArchiveInput,
   files: Record<string, ArchivedFile>
 ): Promise<string[]> {
+  const source = input.folders
   const top =
     'snapshot' in source
       ? await PinnedDir.trusted(source.snapshot)
       : await openAgentTop(source.agentsDir, source.agentId)
   if (!top) return []
   try {
-    const skipped = await walkAgentFolders(top, undefined, {
-      folder: (name, _entry, mode) => addDirectory(pack, name, mode),
-      file: async (name, _entry, handle, info) => {
+    const visitor = {
+      folder: (name: string, _entry: string, mode: number) => addDirectory(pack, name, mode),
+      file: async (name: string, _entry: string, handle: FileHandle, info: Stats) => {
         files[name] = await addFile(pack, gzip, name, handle, info)
       },
-    })
+    }
+    const skipped = await walkAgentFolders(top, undefined, visitor, new Set(input.leftOut))
     return 'snapshot' in source ? [...source.skipped, ...skipped] : skipped
   } finally {
     await top.close()
@@ -205,7 +209,7 @@ export async function writeArchive(target: string, input: ArchiveInput): Promise
       }
     }
     await addDirectory(pack, 'files', 0o755)
-    const skipped = await addFolders(pack, gzip, input.folders, files)
+    const skipped = await addFolders(pack, gzip, input, files)
     gzip.level = GZIP_LEVEL
     const manifest: Manifest = { ...input.manifest, skipped, files }
     await addBuffer(pack, MANIFEST_NAME, Buffer.from(JSON.stringify(manifest, null, 2)))

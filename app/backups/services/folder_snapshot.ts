@@ -36,33 +36,40 @@ async function copyOpenFile(handle: FileHandle, dest: string, mode: number): Pro
 /**
  * Copies the agent's folders below `<agentsDir>/<agentId>` into `dest`
  * (which must not exist yet), keeping each file's permission bits and
- * modification time. Answers the entries left out (links, sockets, FIFOs,
- * devices), by their archive name.
+ * modification time, all but `leftOut` (archive names). Answers the
+ * entries left out (those, and links, sockets, FIFOs, devices), by their
+ * archive name.
  */
 export async function snapshotAgentFolders(
   agentsDir: string,
   agentId: string,
-  dest: string
+  dest: string,
+  leftOut: string[]
 ): Promise<string[]> {
   await mkdir(dest, { mode: 0o700 })
   const top = await openAgentTop(agentsDir, agentId)
   if (!top) return []
   try {
-    return await walkAgentFolders(top, dest, {
-      folder: async (_name, entry, mode, parent) => {
-        const path = join(parent, entry)
-        await mkdir(path)
-        // Exactly the agent's bits (mkdir's are masked by the umask); the service runs as root.
-        await chmod(path, mode)
-        return path
+    return await walkAgentFolders(
+      top,
+      dest,
+      {
+        folder: async (_name, entry, mode, parent) => {
+          const path = join(parent, entry)
+          await mkdir(path)
+          // Exactly the agent's bits (mkdir's are masked by the umask); the service runs as root.
+          await chmod(path, mode)
+          return path
+        },
+        file: async (_name, entry, handle, info, parent) => {
+          const path = join(parent, entry)
+          await copyOpenFile(handle, path, info.mode & 0o777)
+          await chmod(path, info.mode & 0o777)
+          await utimes(path, info.atime, info.mtime)
+        },
       },
-      file: async (_name, entry, handle, info, parent) => {
-        const path = join(parent, entry)
-        await copyOpenFile(handle, path, info.mode & 0o777)
-        await chmod(path, info.mode & 0o777)
-        await utimes(path, info.atime, info.mtime)
-      },
-    })
+      new Set(leftOut)
+    )
   } finally {
     await top.close()
   }

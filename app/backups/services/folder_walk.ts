@@ -50,15 +50,17 @@ export async function openAgentTop(
  * Walks the archived folders (workspace, state, home) of `top`, an open
  * folder holding them (the agent's own, or a snapshot of it), as
  * `files/<folder>/...`; `root` stands for the copy's top. A folder `top`
- * lacks, or holds as a link or a file, is left out. Answers the entries
- * skipped.
+ * lacks, or holds as a link or a file, is left out, and so are the entries
+ * named in `leftOut`. Answers the entries skipped.
  */
 export async function walkAgentFolders<C>(
   top: PinnedDir,
   root: C,
-  visitor: TreeVisitor<C>
+  visitor: TreeVisitor<C>,
+  leftOut: ReadonlySet<string> = new Set()
 ): Promise<string[]> {
   const skipped: string[] = []
+  const walk = { visitor, skipped, leftOut }
   for (const folder of ARCHIVED_FOLDERS) {
     const own = await top.child(folder).catch((error) => {
       if (errorCode(error) === 'ENOENT' || isNotAFolder(error)) return undefined
@@ -68,7 +70,7 @@ export async function walkAgentFolders<C>(
     try {
       const name = `files/${folder}`
       const context = await visitor.folder(name, folder, 0o700, root)
-      await walkTree(own, name, context, visitor, skipped, 0)
+      await walkTree(own, name, context, walk, 0)
     } finally {
       await own.close()
     }
@@ -76,19 +78,27 @@ export async function walkAgentFolders<C>(
   return skipped
 }
 
+interface Walk<C> {
+  visitor: TreeVisitor<C>
+  skipped: string[]
+  leftOut: ReadonlySet<string>
+}
+
 async function walkTree<C>(
   dir: PinnedDir,
   prefix: string,
   context: C,
-  visitor: TreeVisitor<C>,
-  skipped: string[],
+  walk: Walk<C>,
   depth: number
 ): Promise<void> {
+  const { visitor, skipped } = walk
   const entries = await readdir(dir.path(), { withFileTypes: true })
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   for (const entry of entries) {
     const name = `${prefix}/${entry.name}`
-    if (entry.isDirectory()) {
+    if (walk.leftOut.has(name)) {
+      skipped.push(name)
+    } else if (entry.isDirectory()) {
       if (depth >= MAX_DEPTH) {
         skipped.push(name)
         continue
@@ -107,7 +117,7 @@ async function walkTree<C>(
       try {
         const info = await child.stat()
         const inner = await visitor.folder(name, entry.name, info.mode & 0o777, context)
-        await walkTree(child, name, inner, visitor, skipped, depth + 1)
+        await walkTree(child, name, inner, walk, depth + 1)
       } finally {
         await child.close()
       }

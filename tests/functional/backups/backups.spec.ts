@@ -10,6 +10,7 @@ import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
 import { cgroupBases } from '#runtime/process/cgroups'
+import { gatewayTokenFor } from '#runtime/credentials'
 import {
   agentCountOf,
   agentOwners,
@@ -134,6 +135,13 @@ test.group('Agent backups', (group) => {
     const document = JSON.parse(byName.get('agent.json')!.content!.toString())
     assert.equal(document.config.personality, 'Calm')
     assert.notProperty(document.config, 'apiKey', 'secrets are left out by default')
+    // The framework's rendered file holding secrets (0600) is never archived: rendered at start.
+    const gatewayToken = await gatewayTokenFor(foldersOf(agent.id).credentialsFile)
+    assert.notInclude([...byName.keys()], 'files/state/fixture.json')
+    assert.include(manifest.skipped, 'files/state/fixture.json')
+    for (const entry of entries) {
+      assert.notInclude(entry.content?.toString() ?? '', gatewayToken, entry.name)
+    }
     const knowledge = JSON.parse(byName.get('data/knowledge.json')!.content!.toString())
     assert.deepEqual(knowledge, [{ filename: 'faq.txt', content: 'The shop opens at nine.' }])
 
