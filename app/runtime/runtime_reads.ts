@@ -9,6 +9,8 @@ import type { RuntimeServiceOptions } from '#runtime/runtime_service_types'
 import type {
   ContainerDriver,
   ContainerInfo,
+  FoldersUnavailable,
+  HostFolders,
   MonitoringFigures,
   RuntimeStats,
   WorkspaceFiles,
@@ -155,6 +157,12 @@ export class RuntimeReads {
    */
   async whileFrozen<T>(agentId: string, work: () => Promise<T>) {
     return this.driver.whileFrozen?.(agentId, work)
+  }
+
+  /** Where the agent's folders lie on this host for a backup, or why they cannot be reached. */
+  async hostFolders(agentId: string): Promise<HostFolders | FoldersUnavailable> {
+    if (this.driver.hostFolders) return this.driver.hostFolders(agentId)
+    return { unavailable: `the ${this.driver.name} driver keeps no agent folders on this host` }
   }
 
   /** The memory store of an agent that is asleep, read from disk. */

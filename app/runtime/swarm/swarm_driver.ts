@@ -9,7 +9,7 @@ import { ignoreStatus } from '#runtime/docker/engine_calls'
 import { renderedFilesArchive } from '#runtime/docker/rendered_files'
 import { statInContainer } from '#runtime/docker/docker_files'
 import { renderedSkillFiles } from '#runtime/skill_files'
-import type { ContainerInfo, CreateRequest, DriverName } from '#runtime/types'
+import type { ContainerInfo, CreateRequest, DriverName, FoldersUnavailable } from '#runtime/types'
 import { buildServiceSpec, RECORD_LABELS, SERVICE_NAME_LABEL } from '#runtime/swarm/service_spec'
 
 export interface SwarmDriverOptions extends DockerDriverOptions {
@@ -322,6 +322,15 @@ export class SwarmDriver extends DockerDriver {
     const node = await ignoreStatus(this.engine.getNode(nodeId).inspect(), 404)
     const address = (node as { Status?: { Addr?: string } } | undefined)?.Status?.Addr
     return address && address !== '0.0.0.0' ? address : '127.0.0.1'
+  }
+
+  /** Its volume lies on whichever node runs its task: no backup copies it from here. */
+  override async hostFolders(): Promise<FoldersUnavailable> {
+    return { unavailable: "swarm keeps each agent's volume on the node that runs it" }
+  }
+
+  override async whileFrozen(): Promise<undefined> {
+    return undefined
   }
 
   override async sweep(keepAgentIds: string[]): Promise<string[]> {
