@@ -11,7 +11,10 @@ import type { FolderSource, WrittenArchive } from '#backups/services/archive_wri
 import { packApart } from '#backups/services/archive_packer'
 import { collectDocuments } from '#backups/services/agent_data'
 import { snapshotAgentFolders } from '#backups/services/folder_snapshot'
-import { agentsFolder, withWorkFolder } from '#backups/services/backup_store'
+import { withWorkFolder } from '#backups/services/backup_store'
+import runtime from '#runtime/services/runtime'
+import type { HostFolders } from '#runtime/types'
+import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 
 /** What every archive holds, in the manifest's words. */
 const ARCHIVE_CONTENTS = [
@@ -77,11 +80,29 @@ async function packArchive(
  * The caller holds its quiet window with the container down (a restore's
  * pre-restore backup), so folders and rows are of one moment.
  */
-export async function archiveAtRest(agent: Agent, target: string, options: ArchiveOptions) {
+export async function archiveAtRest(
+  agent: Agent,
+  target: string,
+  options: ArchiveOptions,
+  host: HostFolders
+) {
   const leftOut = await renderedSecrets(agent)
   const documents = await collectDocuments(agent, options)
-  const folders = { agentsDir: agentsFolder(), agentId: agent.id }
-  return packArchive(agent, target, { documents, folders, leftOut }, options)
+  return packArchive(agent, target, { documents, folders: { host }, leftOut }, options)
+}
+
+/**
+ * Where the agent's folders lie on this host (the runtime's hostFolders);
+ * 503 saying why when a backup cannot reach them (docs/backups.md "Limits").
+ */
+export async function reachableFolders(agentId: string): Promise<HostFolders> {
+  const found = await runtime.hostFolders(agentId)
+  if ('unavailable' in found) {
+    throw new ServiceUnavailableException(
+      `Backups cannot reach this agent's folders here: ${found.unavailable}`
+    )
+  }
+  return found
 }
 
 /** What an archive is packed from: the agent's rows and where its folders are read. */
@@ -128,16 +149,17 @@ export async function archiveAgent(
   target: string,
   options: ArchiveOptions
 ): Promise<WrittenArchive> {
+  const host = await reachableFolders(agent.id)
   const leftOut = await renderedSecrets(agent)
   return withWorkFolder(async (folder) => {
     const fixed = await agentLifecycle.withAgentQuiet<Fixed | { written: WrittenArchive }>(
       agent.id,
       async (how) => {
-        if (how === 'down') return { written: await archiveAtRest(agent, target, options) }
+        if (how === 'down') return { written: await archiveAtRest(agent, target, options, host) }
         const frozenAt = performance.now()
         const documents = await collectDocuments(agent, options)
         const snapshot = join(folder, 'snapshot')
-        const skipped = await snapshotAgentFolders(agentsFolder(), agent.id, snapshot, leftOut)
+        const skipped = await snapshotAgentFolders(host, snapshot, leftOut)
         const frozenMs = Math.round(performance.now() - frozenAt)
         logger.info({ agentId: agent.id, frozenMs }, 'backups: agent frozen for the copy')
         return { documents, folders: { snapshot, skipped } }

@@ -8,7 +8,8 @@ import { deflateRaw, gzip as gzipCallback } from 'node:zlib'
 import tar, { type Pack } from 'tar-stream'
 import { PinnedDir } from '#runtime/files/pinned_dir'
 import { MANIFEST_NAME, type ArchivedFile, type Manifest } from '#backups/services/archive_format'
-import { openAgentTop, walkAgentFolders } from '#backups/services/folder_walk'
+import { SEPARATE_FOLDERS, walkAgentFolders } from '#backups/services/folder_walk'
+import type { HostFolders } from '#runtime/types'
 
 /**
  * gzip level: 6 (zlib's default) packs text-heavy workspaces well but runs
@@ -30,12 +31,11 @@ const gzipAsync = promisify(gzipCallback)
 const deflateRawAsync = promisify(deflateRaw)
 
 /**
- * Where the agent's folders are read from: its own (`<agents>/<id>`, an
- * agent asleep), or a snapshot of them taken while it was frozen
+ * Where the agent's folders are read from: where the runtime keeps them
+ * (an agent asleep), or a snapshot of them taken while it was frozen
  * (folder_snapshot.ts), with what that copy left out.
  */
-export type FolderSource =
-  { agentsDir: string; agentId: string } | { snapshot: string; skipped: string[] }
+export type FolderSource = { host: HostFolders } | { snapshot: string; skipped: string[] }
 
 export interface ArchiveInput {
   folders: FolderSource
@@ -154,11 +154,8 @@ async function addFolders(
   files: Record<string, ArchivedFile>
 ): Promise<string[]> {
   const source = input.folders
-  const top =
-    'snapshot' in source
-      ? await PinnedDir.trusted(source.snapshot)
-      : await openAgentTop(source.agentsDir, source.agentId)
-  if (!top) return []
+  const host = 'host' in source ? source.host : { root: source.snapshot, folders: SEPARATE_FOLDERS }
+  const root = await PinnedDir.trusted(host.root)
   try {
     const visitor = {
       folder: (name: string, _entry: string, mode: number) => addDirectory(pack, name, mode),
@@ -166,10 +163,11 @@ async function addFolders(
         files[name] = await addFile(pack, gzip, name, handle, info)
       },
     }
-    const skipped = await walkAgentFolders(top, undefined, visitor, new Set(input.leftOut))
+    const leftOut = new Set(input.leftOut)
+    const skipped = await walkAgentFolders(root, host.folders, undefined, visitor, leftOut)
     return 'snapshot' in source ? [...source.skipped, ...skipped] : skipped
   } finally {
-    await top.close()
+    await root.close()
   }
 }
 

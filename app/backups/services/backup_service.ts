@@ -3,7 +3,7 @@ import { unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import db from '@adonisjs/lucid/services/db'
 import { backupConfig } from '#config/backups'
-import { NotFoundException, ServiceUnavailableException } from '#core/exceptions/api_exceptions'
+import { NotFoundException } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
 import { effectiveTierOfRow } from '#identity/models/user'
 import { findAgent } from '#agents/services/agent_access'
@@ -26,6 +26,7 @@ import {
   archiveAgent,
   archiveAtRest,
   installId,
+  reachableFolders,
   type ArchiveOptions,
 } from '#backups/services/agent_archive'
 import { discardCheckpoint, writeAgentFolders } from '#backups/services/agent_folders'
@@ -65,20 +66,6 @@ function present(row: BackupRow): BackupView {
     sha256: row.sha256,
     includeSecrets: row.include_secrets,
     createdAt: new Date(row.created_at).toISOString(),
-  }
-}
-
-/**
- * The agent's folders are read and written on this host's disk: the
- * process driver's. Docker and swarm keep them in engine volumes, which
- * this version does not archive (docs/backups.md "Limits").
- */
-export function assertFoldersReachable() {
-  const driver = process.env.AGENT_RUNTIME || 'process'
-  if (driver !== 'process') {
-    throw new ServiceUnavailableException(
-      `Agent backups need the process driver; this service runs agents on "${driver}"`
-    )
   }
 }
 
@@ -127,7 +114,6 @@ export async function createBackup(
   kind: BackupKind,
   options: { includeSecrets?: boolean } = {}
 ): Promise<BackupView> {
-  assertFoldersReachable()
   const archive = { includeSecrets: options.includeSecrets === true }
   return storeBackup(agent, kind, archive, (target) => archiveAgent(agent, target, archive))
 }
@@ -225,9 +211,8 @@ export function clearConfigOf(manifest: Manifest, stored: Config): Config {
  * are; secret config values an archive left out keep their current value.
  */
 export async function restoreBackup(agent: Agent, backupId: unknown) {
-  assertFoldersReachable()
   const backup = await findBackup(agent.id, backupId)
-  const agentsDir = agentsFolder()
+  const host = await reachableFolders(agent.id)
   const preRestore = await agentLifecycle.withAgentQuiet(
     agent.id,
     () =>
@@ -245,7 +230,7 @@ export async function restoreBackup(agent: Agent, backupId: unknown) {
         const archived = clearConfigOf(manifest, document.config)
         const atRest = { includeSecrets: false }
         const saved = await storeBackup(agent, 'pre-restore', atRest, (target) =>
-          archiveAtRest(agent, target, atRest)
+          archiveAtRest(agent, target, atRest, host)
         )
 
         await db.transaction(async (trx) => {
@@ -263,8 +248,8 @@ export async function restoreBackup(agent: Agent, backupId: unknown) {
           await locked.save()
           await writeDocuments(trx, locked.id, staging)
         })
-        await discardCheckpoint(agentsDir, agent.id)
-        await writeAgentFolders(agentsDir, agent.id, staging)
+        await discardCheckpoint(agentsFolder(), agent.id)
+        await writeAgentFolders(host, staging)
         return saved
       }),
     { fresh: true }

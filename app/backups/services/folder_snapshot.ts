@@ -2,7 +2,9 @@ import { constants, createWriteStream, existsSync } from 'node:fs'
 import { chmod, copyFile, mkdir, utimes, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
-import { openAgentTop, walkAgentFolders } from '#backups/services/folder_walk'
+import { PinnedDir } from '#runtime/files/pinned_dir'
+import type { HostFolders } from '#runtime/types'
+import { walkAgentFolders } from '#backups/services/folder_walk'
 
 /**
  * Raw copy of a frozen agent's folders (docs/backups.md "Consistency"):
@@ -34,24 +36,23 @@ async function copyOpenFile(handle: FileHandle, dest: string, mode: number): Pro
 }
 
 /**
- * Copies the agent's folders below `<agentsDir>/<agentId>` into `dest`
- * (which must not exist yet), keeping each file's permission bits and
- * modification time, all but `leftOut` (archive names). Answers the
- * entries left out (those, and links, sockets, FIFOs, devices), by their
- * archive name.
+ * Copies the agent's folders, where `host` says they lie, into `dest`
+ * (which must not exist yet; one folder each, as SEPARATE_FOLDERS), keeping
+ * each file's permission bits and modification time, all but `leftOut`
+ * (archive names). Answers the entries left out (those, and links,
+ * sockets, FIFOs, devices), by their archive name.
  */
 export async function snapshotAgentFolders(
-  agentsDir: string,
-  agentId: string,
+  host: HostFolders,
   dest: string,
   leftOut: string[]
 ): Promise<string[]> {
   await mkdir(dest, { mode: 0o700 })
-  const top = await openAgentTop(agentsDir, agentId)
-  if (!top) return []
+  const root = await PinnedDir.trusted(host.root)
   try {
     return await walkAgentFolders(
-      top,
+      root,
+      host.folders,
       dest,
       {
         folder: async (_name, entry, mode, parent) => {
@@ -71,6 +72,6 @@ export async function snapshotAgentFolders(
       new Set(leftOut)
     )
   } finally {
-    await top.close()
+    await root.close()
   }
 }

@@ -1,6 +1,7 @@
 import { constants, type Stats } from 'node:fs'
 import { open, readdir, type FileHandle } from 'node:fs/promises'
-import { errorCode, isNotAFolder, PinnedDir } from '#runtime/files/pinned_dir'
+import { errorCode, isNotAFolder, type PinnedDir } from '#runtime/files/pinned_dir'
+import type { HostFolders } from '#runtime/types'
 import { ARCHIVED_FOLDERS } from '#backups/services/archive_format'
 
 /**
@@ -26,53 +27,69 @@ export interface TreeVisitor<C> {
   file(name: string, entry: string, handle: FileHandle, info: Stats, parent: C): Promise<void>
 }
 
-/**
- * Opens the agent's own folder `<agents>/<id>` (the trusted agents folder
- * first, the id without following a link); undefined when it has none.
- * The caller closes it.
- */
-export async function openAgentTop(
-  agentsDir: string,
-  agentId: string
-): Promise<PinnedDir | undefined> {
-  const agents = await PinnedDir.trusted(agentsDir)
-  try {
-    return await agents.child(agentId).catch((error) => {
-      if (errorCode(error) === 'ENOENT') return undefined
-      throw error
-    })
-  } finally {
-    await agents.close()
-  }
+/** How a snapshot (and the process driver) lays the folders out: one of each below the top. */
+export const SEPARATE_FOLDERS: HostFolders['folders'] = {
+  workspace: 'workspace',
+  state: 'state',
+  home: 'home',
 }
 
 /**
- * Walks the archived folders (workspace, state, home) of `top`, an open
- * folder holding them (the agent's own, or a snapshot of it), as
- * `files/<folder>/...`; `root` stands for the copy's top. A folder `top`
- * lacks, or holds as a link or a file, is left out, and so are the entries
+ * Archive names of folders that lie inside another one (a docker volume is
+ * the state, its `workspace/` the workspace): walked as their own, passed
+ * over (not skipped) in the one holding them.
+ */
+function nestedFolders(folders: HostFolders['folders']): Set<string> {
+  const nested = new Set<string>()
+  for (const outer of ARCHIVED_FOLDERS) {
+    const outside = folders[outer]
+    if (outside === undefined) continue
+    for (const inner of ARCHIVED_FOLDERS) {
+      const inside = folders[inner]
+      if (inner === outer || inside === undefined) continue
+      const prefix = outside === '' ? '' : `${outside}/`
+      if (inside !== outside && inside.startsWith(prefix)) {
+        nested.add(`files/${outer}/${inside.slice(prefix.length)}`)
+      }
+    }
+  }
+  return nested
+}
+
+/**
+ * Walks the archived folders (workspace, state, home) where `folders`
+ * puts them below `root` (opened from a folder the agent cannot change: the
+ * agents folder, a volume's mount point, a snapshot), as
+ * `files/<folder>/...`; `context` stands for the copy's top. A folder that
+ * is missing, or a link or a file, is left out, and so are the entries
  * named in `leftOut`. Answers the entries skipped.
  */
 export async function walkAgentFolders<C>(
-  top: PinnedDir,
-  root: C,
+  root: PinnedDir,
+  folders: HostFolders['folders'],
+  context: C,
   visitor: TreeVisitor<C>,
   leftOut: ReadonlySet<string> = new Set()
 ): Promise<string[]> {
   const skipped: string[] = []
-  const walk = { visitor, skipped, leftOut }
+  const walk = { visitor, skipped, leftOut, passOver: nestedFolders(folders) }
   for (const folder of ARCHIVED_FOLDERS) {
-    const own = await top.child(folder).catch((error) => {
-      if (errorCode(error) === 'ENOENT' || isNotAFolder(error)) return undefined
-      throw error
-    })
+    const path = folders[folder]
+    if (path === undefined) continue
+    const own =
+      path === ''
+        ? root
+        : await root.walk(path).catch((error) => {
+            if (errorCode(error) === 'ENOENT' || isNotAFolder(error)) return undefined
+            throw error
+          })
     if (!own) continue
     try {
       const name = `files/${folder}`
-      const context = await visitor.folder(name, folder, 0o700, root)
-      await walkTree(own, name, context, walk, 0)
+      const inner = await visitor.folder(name, folder, 0o700, context)
+      await walkTree(own, name, inner, walk, 0)
     } finally {
-      await own.close()
+      if (own !== root) await own.close()
     }
   }
   return skipped
@@ -82,6 +99,7 @@ interface Walk<C> {
   visitor: TreeVisitor<C>
   skipped: string[]
   leftOut: ReadonlySet<string>
+  passOver: ReadonlySet<string>
 }
 
 async function walkTree<C>(
@@ -96,6 +114,7 @@ async function walkTree<C>(
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   for (const entry of entries) {
     const name = `${prefix}/${entry.name}`
+    if (walk.passOver.has(name)) continue
     if (walk.leftOut.has(name)) {
       skipped.push(name)
     } else if (entry.isDirectory()) {
