@@ -10,7 +10,7 @@ import { ARCHIVE_FORMAT, FORMAT_VERSION } from '#backups/services/archive_format
 import type { FolderSource, WrittenArchive } from '#backups/services/archive_writer'
 import { packApart } from '#backups/services/archive_packer'
 import { collectDocuments } from '#backups/services/agent_data'
-import { snapshotAgentFolders } from '#backups/services/folder_snapshot'
+import { precopyAgentFolders, settleAgentFolders } from '#backups/services/folder_snapshot'
 import { withWorkFolder } from '#backups/services/backup_store'
 import runtime from '#runtime/services/runtime'
 import type { HostFolders } from '#runtime/types'
@@ -137,12 +137,13 @@ async function renderedSecrets(agent: Agent): Promise<string[]> {
 
 /**
  * Writes the archive of `agent` to `target`, of one moment
- * (docs/backups.md "Consistency"). In the agent's quiet window
- * (agentLifecycle.withAgentQuiet) its rows are read and its folders fixed:
- * a running agent is frozen while they are copied raw into a work folder
- * (folder_snapshot.ts) and runs on at once, the archive being packed from
- * that copy afterwards; an agent asleep (or one that cannot be frozen here,
- * put to sleep for it) is packed from its folders inside the window.
+ * (docs/backups.md "Consistency"). A running agent's folders are copied
+ * raw into a work folder while it runs; then, in its quiet window
+ * (agentLifecycle.withAgentQuiet), it is frozen, its rows are read and the
+ * copy is brought to the frozen moment (only what changed is copied again:
+ * folder_snapshot.ts), and it runs on; the archive is packed from that copy
+ * afterwards. An agent asleep (or one that cannot be frozen here, put to
+ * sleep for it) is packed from its folders inside the window.
  */
 export async function archiveAgent(
   agent: Agent,
@@ -152,16 +153,24 @@ export async function archiveAgent(
   const host = await reachableFolders(agent.id)
   const leftOut = await renderedSecrets(agent)
   return withWorkFolder(async (folder) => {
+    const snapshot = join(folder, 'snapshot')
+    // The first pass while it runs; an agent not running is archived where it lies.
+    const precopy = (await runtime.isRunning(agent.id))
+      ? await precopyAgentFolders(host, snapshot, leftOut)
+      : undefined
     const fixed = await agentLifecycle.withAgentQuiet<Fixed | { written: WrittenArchive }>(
       agent.id,
       async (how) => {
         if (how === 'down') return { written: await archiveAtRest(agent, target, options, host) }
         const frozenAt = performance.now()
         const documents = await collectDocuments(agent, options)
-        const snapshot = join(folder, 'snapshot')
-        const skipped = await snapshotAgentFolders(host, snapshot, leftOut)
+        const copyAt = performance.now()
+        // Frozen without a first pass (it started meanwhile): the whole copy now.
+        const whole = precopy ? undefined : await precopyAgentFolders(host, snapshot, leftOut)
+        const skipped = whole ? whole.skipped : await settleAgentFolders(host, precopy!, leftOut)
         const frozenMs = Math.round(performance.now() - frozenAt)
-        logger.info({ agentId: agent.id, frozenMs }, 'backups: agent frozen for the copy')
+        const copyMs = Math.round(performance.now() - copyAt)
+        logger.info({ agentId: agent.id, frozenMs, copyMs }, 'backups: agent frozen for the copy')
         return { documents, folders: { snapshot, skipped } }
       },
       { freeze: true }
