@@ -9,6 +9,8 @@ import type { RuntimeServiceOptions } from '#runtime/runtime_service_types'
 import type {
   ContainerDriver,
   ContainerInfo,
+  FoldersUnavailable,
+  HostFolders,
   MonitoringFigures,
   RuntimeStats,
   WorkspaceFiles,
@@ -148,6 +150,21 @@ export class RuntimeReads {
    */
   filesAtRest(agentId: string): WorkspaceFiles {
     return this.#quota.wrap(agentId, this.driver.files(agentId))
+  }
+
+  /**
+   * Runs `work` with the agent's running container frozen (a backup's copy
+   * of its folders, ContainerDriver.whileFrozen); it runs on after.
+   * Undefined, `work` not run, where the driver cannot freeze it.
+   */
+  async whileFrozen<T>(agentId: string, work: () => Promise<T>) {
+    return this.driver.whileFrozen?.(agentId, work)
+  }
+
+  /** Where the agent's folders lie on this host for a backup, or why they cannot be reached. */
+  async hostFolders(agentId: string): Promise<HostFolders | FoldersUnavailable> {
+    if (this.driver.hostFolders) return this.driver.hostFolders(agentId)
+    return { unavailable: `the ${this.driver.name} driver keeps no agent folders on this host` }
   }
 
   /** The memory store of an agent that is asleep, read from disk. */

@@ -189,6 +189,20 @@ export interface ContainerDriver {
    */
   hibernate?(agentId: string, options?: HibernateOptions): Promise<void>
 
+  /**
+   * A short quiesce (a backup's copy): `work` runs with the agent's running
+   * processes frozen, which go on where they stood after it. Undefined,
+   * `work` not run, when this run cannot be frozen (not running, no freezer
+   * on this host): the caller then puts the agent to sleep instead.
+   */
+  whileFrozen?<T>(agentId: string, work: () => Promise<T>): Promise<{ value: T } | undefined>
+
+  /**
+   * Where the agent's folders lie on this host, for a backup's copy and a
+   * restore (app/backups), or why a backup cannot reach them.
+   */
+  hostFolders?(agentId: string): Promise<HostFolders | FoldersUnavailable>
+
   /** True when its next start would resume a checkpoint instead of booting (the boot queue lets it go first). */
   resumes?(agentId: string): boolean
 
@@ -291,4 +305,32 @@ export interface ContainerChatReply {
 /** One streamed piece of a reply. */
 export interface ContainerChatChunk {
   token: string
+}
+
+/** An agent's own folders, as the runtime keeps them on this host. */
+export type AgentFolderName = 'workspace' | 'state' | 'home'
+
+/**
+ * Where an agent's folders lie on this host (ContainerDriver.hostFolders).
+ * Everything below `root` is walked one segment at a time without
+ * following links (app/runtime/files/pinned_dir.ts): the agent may have
+ * planted links anywhere below it, never in `root` itself.
+ */
+export interface HostFolders {
+  /** A folder the agent cannot change: every walk starts here. */
+  root: string
+  /** Each folder's path below `root` (`''`: root itself); one the driver keeps none of is absent. */
+  folders: Partial<Record<AgentFolderName, string>>
+  /**
+   * Owner of what a restore writes there (a container's user). Absent: the
+   * service's, the runtime hands the folders to the agent at its start.
+   */
+  owner?: { uid: number; gid: number }
+}
+
+export interface FoldersUnavailable {
+  /** Why (the service's reason, shown in the 503). */
+  unavailable: string
+  /** True when they will be reachable once the agent's container exists (a new agent). */
+  untilCreated?: boolean
 }

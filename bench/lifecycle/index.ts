@@ -14,15 +14,9 @@
  * the same calls `--rounds` times each on agents picked in turn while most
  * of them wait in the queue or boot. Prints p50 and p99 of each call in ms.
  */
-import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import pg from 'pg'
-import { startServerProcess, waitFor } from '../../tests/helpers/processes.ts'
-import { startThrowawayPostgres } from '../../tests/helpers/throwaway_postgres.ts'
-import { requestJson, type JsonRequest } from '../../tests/helpers/http.ts'
+import { waitFor } from '../../tests/helpers/processes.ts'
+import { percentile, startBenchService } from '../shared/service.ts'
 
 const { values } = parseArgs({
   options: {
@@ -41,79 +35,13 @@ const AGENTS_PER_ACCOUNT = 10
 type Call = 'GET status' | 'POST stop' | 'POST start' | 'POST restart'
 const CALLS: Call[] = ['GET status', 'POST stop', 'POST start', 'POST restart']
 
-const percentile = (numbers: number[], p: number) => {
-  const sorted = [...numbers].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
-}
-
 // The server on a PostgreSQL of its own; no app is booted in this process.
-const postgres = await startThrowawayPostgres()
-const storage = mkdtempSync(join(tmpdir(), 'bench-lifecycle-'))
-const server = await startServerProcess({
-  DATABASE_URL: postgres.url,
-  STORAGE_DIR: storage,
-  LOG_LEVEL: 'warn',
-  NODE_ENV: 'test',
-  EXTRA_PLUGIN_DIRS: 'tests/fixtures/plugins',
-  AGENT_BOOT_CONCURRENCY: values['boot-concurrency'],
+const service = await startBenchService('lifecycle', {
+  AGENT_BOOT_CONCURRENCY: values['boot-concurrency']!,
   AGENT_IDLE_SLEEP_SECS: '3600',
-  SIGNUPS_PER_CLIENT_PER_DAY: '1000',
 })
-const cleanUp = async () => {
-  // SIGINT: the server stops its agents (none outlives it), then its database goes.
-  await server.stop()
-  await postgres.destroy()
-  rmSync(storage, { recursive: true, force: true })
-}
-try {
-  await waitFor(
-    async () => {
-      const health = await fetch(`${server.url}/health`).catch(() => undefined)
-      return health?.status === 200 ? true : undefined
-    },
-    { timeoutMs: 120_000, what: 'the server to serve' }
-  )
-} catch (error) {
-  await cleanUp()
-  throw error
-}
-
-function request(path: string, init: Omit<JsonRequest, 'timeoutMs'> = {}) {
-  return requestJson(server.url, path, { ...init, timeoutMs: 60_000 })
-}
-
-async function sql(statement: string, params: unknown[]) {
-  const client = new pg.Client({ connectionString: postgres.url })
-  await client.connect()
-  try {
-    await client.query(statement, params)
-  } finally {
-    await client.end()
-  }
-}
-
-/**
- * An account that may hold AGENTS_PER_ACCOUNT agents: registered through the
- * API, verified and lifted to founding_member (10 agents, no expiry) in the
- * database, signed in through the API.
- */
-async function account(): Promise<string> {
-  const tag = randomBytes(5).toString('hex')
-  const email = `bench-${tag}@example.com`
-  const password = `Bench-${tag}-password-1`
-  const registered = await request('/auth/register', {
-    method: 'POST',
-    json: { email, username: `bench${tag}`, password },
-  })
-  if (registered.status >= 300) throw new Error(`register: ${JSON.stringify(registered.body)}`)
-  await sql(
-    `update users set tier = 'founding_member', email_verified_at = now() where email = $1`,
-    [email]
-  )
-  const login = await request('/auth/login', { method: 'POST', json: { email, password } })
-  if (login.status !== 200) throw new Error(`login: ${JSON.stringify(login.body)}`)
-  return login.body.data.token as string
-}
+const request = service.request
+const account = service.account
 
 async function createAgent(token: string, name: string): Promise<string> {
   const created = await request('/agents', {
@@ -216,5 +144,5 @@ try {
     }
   }
 } finally {
-  await cleanUp()
+  await service.stop()
 }

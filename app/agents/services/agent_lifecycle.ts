@@ -187,27 +187,31 @@ export class AgentLifecycle {
   }
 
   /**
-   * Runs `work` (a backup's copy of the agent's folders, a restore) while
-   * its container is down, in the agent's order of operations: a container
-   * that runs or boots is put to sleep first (checkpointed where the host
-   * can, so it wakes in seconds) or, with `fresh`, stopped (a restore: the
-   * checkpoint's memory would not match the restored files, the caller
-   * discards it), and started again in the background afterwards. An agent
-   * asleep or stopped stays so.
+   * Runs `work` (a backup's copy, a restore) while nothing of the agent
+   * changes, in its order of operations. With `freeze`, a running container
+   * is frozen for it where the runtime can (`work` is told `frozen`); else
+   * one that runs or boots is put to sleep (checkpointed where the host can)
+   * or, with `fresh`, stopped (a restore: the caller discards the checkpoint)
+   * and started again in the background after; one asleep stays so.
    */
-  async withContainerDown<T>(
+  async withAgentQuiet<T>(
     agentId: string,
-    work: () => Promise<T>,
-    options: { fresh?: boolean } = {}
+    work: (how: 'frozen' | 'down') => Promise<T>,
+    options: { fresh?: boolean; freeze?: boolean } = {}
   ): Promise<T> {
     const runtime = await this.runtime()
     let wasUp = false
     try {
       return await this.#serial(agentId, async () => {
-        wasUp = (await runtime.containerView(agentId)) !== 'stopped'
+        const view = await runtime.containerView(agentId)
+        if (options.freeze && view === 'running') {
+          const frozen = await runtime.whileFrozen(agentId, () => work('frozen'))
+          if (frozen) return frozen.value
+        }
+        wasUp = view !== 'stopped'
         if (wasUp && options.fresh) await runtime.stop(agentId)
         else if (wasUp) await runtime.sleep(agentId, { warmUp: false })
-        return work()
+        return work('down')
       })
     } finally {
       if (wasUp) {

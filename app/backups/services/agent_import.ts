@@ -3,17 +3,17 @@
  * this install or another) and POST /agents/:id/clone (the agent's state now).
  * The archive is checked whole before anything is written (archive_reader.ts).
  */
-import {
-  assertFoldersReachable,
-  archiveAgent,
-  clearConfigOf,
-} from '#backups/services/backup_service'
+import { randomUUID } from 'node:crypto'
+import { clearConfigOf } from '#backups/services/backup_service'
+import { archiveAgent, reachableFolders } from '#backups/services/agent_archive'
+import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
+import Agent from '#agents/models/agent'
+import { agentLifecycle } from '#agents/services/agent_lifecycle'
+import runtime from '#runtime/services/runtime'
 import { join } from 'node:path'
 import { backupConfig } from '#config/backups'
-import type Agent from '#agents/models/agent'
 import { frameworkPlugin } from '#agents/services/agent_config'
-import { agentLifecycle } from '#agents/services/agent_lifecycle'
-import { createAgent } from '#agents/services/agent_service'
+import { createAgent, deleteAgent } from '#agents/services/agent_service'
 import { agentPaths, removeAgentFolders } from '#runtime/agent_paths'
 import { compareVersions, refuseArchive } from '#backups/services/archive_format'
 import { unpackArchive } from '#backups/services/archive_reader'
@@ -44,8 +44,7 @@ export async function agentFromArchive(
   archive: string,
   options: { nameSuffix?: string } = {}
 ) {
-  assertFoldersReachable()
-  const agentsDir = agentsFolder()
+  const beforeStart = await foldersBeforeStart()
   return withWorkFolder(async (folder) => {
     const staging = join(folder, 'unpacked')
     const manifest = await unpackArchive(archive, staging, backupConfig)
@@ -62,8 +61,9 @@ export async function agentFromArchive(
     const config = clearConfigOf(manifest, document.config)
     delete config.channels
     let created: string | undefined
+    let detail
     try {
-      return await createAgent(
+      detail = await createAgent(
         user,
         {
           name: agentName(document.name, options.nameSuffix),
@@ -79,26 +79,60 @@ export async function agentFromArchive(
             agent.useTransaction(trx)
             await agent.save()
             await writeDocuments(trx, agent.id, staging)
-            await writeAgentFolders(agentsDir, agent.id, staging)
+            if (beforeStart) await writeAgentFolders(await reachableFolders(agent.id), staging)
           },
         }
       )
     } catch (error) {
       // The row was rolled back: its folders go too.
-      if (created) await removeAgentFolders(agentPaths(agentsDir, created)).catch(() => {})
+      if (created && beforeStart) {
+        await removeAgentFolders(agentPaths(agentsFolder(), created)).catch(() => {})
+      }
       throw error
     }
+    if (!beforeStart) await intoNewContainer(detail.id, staging)
+    return detail
   })
+}
+
+/**
+ * True when a new agent's folders can be written before its first start
+ * (the process driver); false when only once its container exists (docker:
+ * its volume is made with it); 503 when a backup can never reach them here.
+ */
+async function foldersBeforeStart(): Promise<boolean> {
+  const probe = await runtime.hostFolders(randomUUID())
+  if (!('unavailable' in probe)) return true
+  if (probe.untilCreated) return false
+  throw new ServiceUnavailableException(
+    `Backups cannot reach agents' folders here: ${probe.unavailable}`
+  )
+}
+
+/**
+ * Docker: the new agent's first start made its container and volume; it
+ * is stopped, its folders become the archive's, and it starts again. A
+ * failure here deletes the agent, so nothing half-imported is left.
+ */
+async function intoNewContainer(agentId: string, staging: string): Promise<void> {
+  try {
+    await agentLifecycle.withAgentQuiet(
+      agentId,
+      async () => writeAgentFolders(await reachableFolders(agentId), staging),
+      { fresh: true }
+    )
+  } catch (error) {
+    const made = await Agent.find(agentId)
+    if (made) await deleteAgent(made)
+    throw error
+  }
 }
 
 /** POST /agents/:id/clone: a new agent of the same owner from the agent's state now. */
 export async function cloneAgent(user: { id: string }, agent: Agent) {
-  assertFoldersReachable()
   return withWorkFolder(async (folder) => {
     const archive = join(folder, 'clone.tar.gz')
-    await agentLifecycle.withContainerDown(agent.id, () =>
-      archiveAgent(agent, archive, { includeSecrets: true })
-    )
+    await archiveAgent(agent, archive, { includeSecrets: true })
     return agentFromArchive(user, archive, { nameSuffix: ' (copy)' })
   })
 }

@@ -1,32 +1,46 @@
-import { constants } from 'node:fs'
-import { createWriteStream } from 'node:fs'
-import { open, readdir, unlink } from 'node:fs/promises'
+import { createWriteStream, type Stats } from 'node:fs'
+import { unlink, type FileHandle } from 'node:fs/promises'
 import { createHash } from 'node:crypto'
-import { Transform } from 'node:stream'
+import { Transform, type TransformCallback } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { createGzip } from 'node:zlib'
+import { promisify } from 'node:util'
+import { deflateRaw, gzip as gzipCallback } from 'node:zlib'
 import tar, { type Pack } from 'tar-stream'
-import { isNotAFolder, PinnedDir } from '#runtime/files/pinned_dir'
-import {
-  ARCHIVED_FOLDERS,
-  MANIFEST_NAME,
-  type ArchivedFile,
-  type Manifest,
-} from '#backups/services/archive_format'
+import { PinnedDir } from '#runtime/files/pinned_dir'
+import { MANIFEST_NAME, type ArchivedFile, type Manifest } from '#backups/services/archive_format'
+import { SEPARATE_FOLDERS, walkAgentFolders } from '#backups/services/folder_walk'
+import type { HostFolders } from '#runtime/types'
 
-/** O_NONBLOCK: a FIFO the agent put in its folders must not hang the backup. */
-const FILE_READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK
-/** Deepest folder tree archived (each level holds one descriptor while it is walked). */
-const MAX_DEPTH = 128
 /**
  * gzip level: 6 (zlib's default) packs text-heavy workspaces well but runs
  * at ~30 MB/s here; 3 keeps most of the gain at about twice the speed.
  */
 const GZIP_LEVEL = 3
+/**
+ * Files of this size or more are sampled first: one whose first 64 KB do
+ * not shrink by 5 % at level 1 (media, archives, model weights, random
+ * bytes) is stored at level 0. Deflating such data gains nothing and costs
+ * the most (~20 ms of CPU per MB here: most of a backup's time).
+ */
+const SAMPLED_FROM = 128 * 1024
+const SAMPLE_BYTES = 64 * 1024
+/** Bytes of the tar per gzip member (LeveledGzip): deflate's window is 32 KB, so nothing is lost. */
+const SEGMENT_BYTES = 1024 * 1024
+
+const gzipAsync = promisify(gzipCallback)
+const deflateRawAsync = promisify(deflateRaw)
+
+/**
+ * Where the agent's folders are read from: where the runtime keeps them
+ * (an agent asleep), or a snapshot of them taken while it was frozen
+ * (folder_snapshot.ts), with what that copy left out.
+ */
+export type FolderSource = { host: HostFolders } | { snapshot: string; skipped: string[] }
 
 export interface ArchiveInput {
-  agentsDir: string
-  agentId: string
+  folders: FolderSource
+  /** Entries of the agent's folders never archived (the framework's rendered secrets), by archive name. */
+  leftOut: string[]
   /** JSON documents by their name in the archive (agent.json, data/...). */
   documents: Record<string, unknown>
   manifest: Omit<Manifest, 'files' | 'skipped'>
@@ -35,10 +49,6 @@ export interface ArchiveInput {
 export interface WrittenArchive {
   size: number
   sha256: string
-}
-
-function errorCode(error: unknown): string | undefined {
-  return (error as NodeJS.ErrnoException | undefined)?.code
 }
 
 function addBuffer(pack: Pack, name: string, content: Buffer, mode = 0o644): Promise<void> {
@@ -57,92 +67,107 @@ function addDirectory(pack: Pack, name: string, mode: number): Promise<void> {
   )
 }
 
+/** True when the file's first bytes do not compress: it is stored, not deflated. */
+async function incompressible(handle: FileHandle, info: Stats): Promise<boolean> {
+  if (info.size < SAMPLED_FROM) return false
+  const sample = Buffer.alloc(SAMPLE_BYTES)
+  const { bytesRead } = await handle.read(sample, 0, SAMPLE_BYTES, 0)
+  const packed = await deflateRawAsync(sample.subarray(0, bytesRead), { level: 1 })
+  return packed.length > bytesRead * 0.95
+}
+
 /**
- * Streams the regular file `name` of the pinned folder into the archive,
- * opened without following a link; answers its size and hash, or
- * undefined when it is a link or not a regular file (left out).
+ * The archive's gzip, written as a series of members (RFC 1952: a gzip
+ * file may hold several one after the other; gunzip, tar and Node's gunzip
+ * read them as one stream), each of up to SEGMENT_BYTES of the tar and at
+ * the `level` the writer had set when it began: stored for files that do
+ * not compress. zlib's own switch of level mid-stream (deflateParams) does
+ * not take in Node once data went through. A switch lands at about the
+ * file's start (earlier bytes may still be on their way): it only ever
+ * costs a little ratio, never correctness. Members are compressed on the
+ * thread pool, off the service's event loop.
  */
-async function addFile(
-  pack: Pack,
-  dir: PinnedDir,
-  name: string,
-  archiveName: string
-): Promise<ArchivedFile | undefined> {
-  let handle
-  try {
-    handle = await open(dir.path(name), FILE_READ_FLAGS)
-  } catch (error) {
-    if (['ELOOP', 'ENOENT', 'ENXIO'].includes(errorCode(error) ?? '')) return undefined
-    throw error
+class LeveledGzip extends Transform {
+  level = GZIP_LEVEL
+  #segmentLevel = GZIP_LEVEL
+  #pending: Buffer[] = []
+  #pendingBytes = 0
+
+  async #emit(): Promise<void> {
+    if (this.#pendingBytes === 0) return
+    const segment = Buffer.concat(this.#pending, this.#pendingBytes)
+    this.#pending = []
+    this.#pendingBytes = 0
+    this.push(await gzipAsync(segment, { level: this.#segmentLevel }))
   }
-  try {
-    const info = await handle.stat()
-    if (!info.isFile()) return undefined
-    const hash = createHash('sha256')
-    const header = {
-      name: archiveName,
-      size: info.size,
-      mode: info.mode & 0o777,
-      mtime: info.mtime,
+
+  async #take(chunk: Buffer): Promise<void> {
+    if (this.level !== this.#segmentLevel) {
+      await this.#emit()
+      this.#segmentLevel = this.level
     }
-    if (info.size === 0) {
-      await addBuffer(pack, archiveName, Buffer.alloc(0), header.mode)
-    } else {
-      await new Promise<void>((resolve, reject) => {
-        const entry = pack.entry(header, (error) => (error ? reject(error) : resolve()))
-        const source = handle!.createReadStream({ start: 0, end: info.size - 1, autoClose: false })
-        source.on('data', (chunk) => hash.update(chunk))
-        pipeline(source, entry).catch(reject)
-      })
-    }
-    return { size: info.size, sha256: hash.digest('hex') }
-  } finally {
-    await handle.close()
+    this.#pending.push(chunk)
+    this.#pendingBytes += chunk.length
+    if (this.#pendingBytes >= SEGMENT_BYTES) await this.#emit()
+  }
+
+  _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback) {
+    this.#take(chunk).then(() => callback(), callback)
+  }
+
+  _flush(callback: TransformCallback) {
+    this.#emit().then(() => callback(), callback)
   }
 }
 
-/** Archives everything below `dir` as `prefix/...`, never through a link. */
-async function addTree(
+/** Streams the open file into the archive as `name`; answers its size and hash. */
+async function addFile(
   pack: Pack,
-  dir: PinnedDir,
-  prefix: string,
-  found: { files: Record<string, ArchivedFile>; skipped: string[] },
-  depth: number
-): Promise<void> {
-  const entries = await readdir(dir.path(), { withFileTypes: true })
-  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-  for (const entry of entries) {
-    const name = `${prefix}/${entry.name}`
-    if (entry.isDirectory()) {
-      if (depth >= MAX_DEPTH) {
-        found.skipped.push(name)
-        continue
-      }
-      let child: PinnedDir
-      try {
-        child = await dir.child(entry.name)
-      } catch (error) {
-        // Swapped for a link or a file since the listing: left out.
-        if (isNotAFolder(error) || errorCode(error) === 'ENOENT') {
-          found.skipped.push(name)
-          continue
-        }
-        throw error
-      }
-      try {
-        const info = await child.stat()
-        await addDirectory(pack, name, info.mode)
-        await addTree(pack, child, name, found, depth + 1)
-      } finally {
-        await child.close()
-      }
-    } else if (entry.isFile()) {
-      const file = await addFile(pack, dir, entry.name, name)
-      if (file) found.files[name] = file
-      else found.skipped.push(name)
-    } else {
-      found.skipped.push(name)
+  gzip: LeveledGzip,
+  name: string,
+  handle: FileHandle,
+  info: Stats
+): Promise<ArchivedFile> {
+  gzip.level = (await incompressible(handle, info)) ? 0 : GZIP_LEVEL
+  const hash = createHash('sha256')
+  const mode = info.mode & 0o777
+  if (info.size === 0) {
+    await addBuffer(pack, name, Buffer.alloc(0), mode)
+  } else {
+    await new Promise<void>((resolve, reject) => {
+      const entry = pack.entry({ name, size: info.size, mode, mtime: info.mtime }, (error) =>
+        error ? reject(error) : resolve()
+      )
+      const source = handle.createReadStream({ start: 0, end: info.size - 1, autoClose: false })
+      source.on('data', (chunk) => hash.update(chunk))
+      pipeline(source, entry).catch(reject)
+    })
+  }
+  return { size: info.size, sha256: hash.digest('hex') }
+}
+
+/** Archives the agent's folders from `source`; answers what was left out. */
+async function addFolders(
+  pack: Pack,
+  gzip: LeveledGzip,
+  input: ArchiveInput,
+  files: Record<string, ArchivedFile>
+): Promise<string[]> {
+  const source = input.folders
+  const host = 'host' in source ? source.host : { root: source.snapshot, folders: SEPARATE_FOLDERS }
+  const root = await PinnedDir.trusted(host.root)
+  try {
+    const visitor = {
+      folder: (name: string, _entry: string, mode: number) => addDirectory(pack, name, mode),
+      file: async (name: string, _entry: string, handle: FileHandle, info: Stats) => {
+        files[name] = await addFile(pack, gzip, name, handle, info)
+      },
     }
+    const leftOut = new Set(input.leftOut)
+    const skipped = await walkAgentFolders(root, host.folders, undefined, visitor, leftOut)
+    return 'snapshot' in source ? [...source.skipped, ...skipped] : skipped
+  } finally {
+    await root.close()
   }
 }
 
@@ -164,52 +189,27 @@ export async function writeArchive(target: string, input: ArchiveInput): Promise
       callback(null, chunk)
     },
   })
+  const gzip = new LeveledGzip()
   const written = pipeline(
     pack,
-    createGzip({ level: GZIP_LEVEL }),
+    gzip,
     measure,
     createWriteStream(target, { flags: 'wx', mode: 0o600 })
   )
   try {
-    const found = { files: {} as Record<string, ArchivedFile>, skipped: [] as string[] }
+    const files: Record<string, ArchivedFile> = {}
     for (const [name, document] of Object.entries(input.documents)) {
       const content = Buffer.from(JSON.stringify(document))
       await addBuffer(pack, name, content)
-      found.files[name] = {
+      files[name] = {
         size: content.length,
         sha256: createHash('sha256').update(content).digest('hex'),
       }
     }
     await addDirectory(pack, 'files', 0o755)
-    const agents = await PinnedDir.trusted(input.agentsDir)
-    try {
-      const top = await agents.child(input.agentId).catch((error) => {
-        if (errorCode(error) === 'ENOENT') return undefined
-        throw error
-      })
-      if (top) {
-        try {
-          for (const folder of ARCHIVED_FOLDERS) {
-            const own = await top.child(folder).catch((error) => {
-              if (errorCode(error) === 'ENOENT' || isNotAFolder(error)) return undefined
-              throw error
-            })
-            if (!own) continue
-            try {
-              await addDirectory(pack, `files/${folder}`, 0o700)
-              await addTree(pack, own, `files/${folder}`, found, 0)
-            } finally {
-              await own.close()
-            }
-          }
-        } finally {
-          await top.close()
-        }
-      }
-    } finally {
-      await agents.close()
-    }
-    const manifest: Manifest = { ...input.manifest, skipped: found.skipped, files: found.files }
+    const skipped = await addFolders(pack, gzip, input, files)
+    gzip.level = GZIP_LEVEL
+    const manifest: Manifest = { ...input.manifest, skipped, files }
     await addBuffer(pack, MANIFEST_NAME, Buffer.from(JSON.stringify(manifest, null, 2)))
     pack.finalize()
     await written

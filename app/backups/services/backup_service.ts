@@ -1,10 +1,9 @@
-import { createHash, hkdfSync, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import db from '@adonisjs/lucid/services/db'
-import { appKey } from '#config/app'
 import { backupConfig } from '#config/backups'
-import { NotFoundException, ServiceUnavailableException } from '#core/exceptions/api_exceptions'
+import { NotFoundException } from '#core/exceptions/api_exceptions'
 import type Agent from '#agents/models/agent'
 import { effectiveTierOfRow } from '#identity/models/user'
 import { findAgent } from '#agents/services/agent_access'
@@ -19,15 +18,17 @@ import {
   type Config,
 } from '#agents/services/config_secrets'
 import { recordVersion } from '#agents/services/config_versions'
-import {
-  ARCHIVE_FORMAT,
-  FORMAT_VERSION,
-  refuseArchive,
-  type Manifest,
-} from '#backups/services/archive_format'
+import { refuseArchive, type Manifest } from '#backups/services/archive_format'
 import { unpackArchive } from '#backups/services/archive_reader'
-import { writeArchive } from '#backups/services/archive_writer'
-import { collectDocuments, readAgentDocument, writeDocuments } from '#backups/services/agent_data'
+import type { WrittenArchive } from '#backups/services/archive_writer'
+import { readAgentDocument, writeDocuments } from '#backups/services/agent_data'
+import {
+  archiveAgent,
+  archiveAtRest,
+  installId,
+  reachableFolders,
+  type ArchiveOptions,
+} from '#backups/services/agent_archive'
 import { discardCheckpoint, writeAgentFolders } from '#backups/services/agent_folders'
 import {
   agentBackupFolder,
@@ -35,18 +36,6 @@ import {
   archivePath,
   withWorkFolder,
 } from '#backups/services/backup_store'
-
-/** What every archive holds, in the manifest's words. */
-const ARCHIVE_CONTENTS = [
-  'config',
-  'workspace',
-  'state',
-  'home',
-  'skills',
-  'knowledge',
-  'schedules',
-  'chat history',
-]
 
 export type BackupKind = 'manual' | 'daily' | 'pre-restore'
 
@@ -82,72 +71,19 @@ export function presentBackup(row: BackupRow): BackupView {
 }
 
 /**
- * The agent's folders are read and written on this host's disk: the
- * process driver's. Docker and swarm keep them in engine volumes, which
- * this version does not archive (docs/backups.md "Limits").
+ * Stores a new backup of `agent`, its archive written by `write` (which
+ * fixes the agent's state at one moment); answers its row.
  */
-export function assertFoldersReachable() {
-  const driver = process.env.AGENT_RUNTIME || 'process'
-  if (driver !== 'process') {
-    throw new ServiceUnavailableException(
-      `Agent backups need the process driver; this service runs agents on "${driver}"`
-    )
-  }
-}
-
-/**
- * Names this install in a manifest without revealing anything of its key:
- * encrypted secrets are restorable only where this digest is the same.
- */
-let installDigest: string | undefined
-export function installId(): string {
-  installDigest ??= createHash('sha256')
-    .update(
-      Buffer.from(hkdfSync('sha256', appKey.release(), 'agent-host', 'agent-backup-install', 32))
-    )
-    .digest('hex')
-    .slice(0, 32)
-  return installDigest
-}
-
-/**
- * Writes the archive of `agent` to `target`. The caller has its container
- * down (agentLifecycle.withContainerDown), so files, framework state and
- * the rows read here are of one moment.
- */
-export async function archiveAgent(
-  agent: Agent,
-  target: string,
-  options: { includeSecrets: boolean }
-) {
-  const plugin = await frameworkPlugin(agent.framework)
-  return writeArchive(target, {
-    agentsDir: agentsFolder(),
-    agentId: agent.id,
-    documents: await collectDocuments(agent, options),
-    manifest: {
-      format: ARCHIVE_FORMAT,
-      formatVersion: FORMAT_VERSION,
-      createdAt: new Date().toISOString(),
-      framework: { name: plugin.name, version: plugin.version },
-      agent: { id: agent.id, name: agent.name },
-      secrets: options.includeSecrets ? 'encrypted' : 'omitted',
-      install: options.includeSecrets ? installId() : null,
-      contents: ARCHIVE_CONTENTS,
-    },
-  })
-}
-
-/** Stores a new backup of `agent` whose container is already down; answers its row. */
 async function storeBackup(
   agent: Agent,
   kind: BackupKind,
-  options: { includeSecrets: boolean }
+  options: ArchiveOptions,
+  write: (target: string) => Promise<WrittenArchive>
 ): Promise<BackupView> {
   const id = randomUUID()
   await agentBackupFolder(agent.id)
   const target = archivePath(agent.id, id)
-  const written = await archiveAgent(agent, target, options)
+  const written = await write(target)
   try {
     const [row] = await db
       .table('agent_backups')
@@ -170,17 +106,17 @@ async function storeBackup(
   }
 }
 
-/** POST /agents/:id/backups (and the daily job): a point-in-time backup. */
+/**
+ * POST /agents/:id/backups (and the daily job): a point-in-time backup; a
+ * running agent is frozen for the copy of its folders (archiveAgent).
+ */
 export async function createBackup(
   agent: Agent,
   kind: BackupKind,
   options: { includeSecrets?: boolean } = {}
 ): Promise<BackupView> {
-  assertFoldersReachable()
-  const includeSecrets = options.includeSecrets === true
-  return agentLifecycle.withContainerDown(agent.id, () =>
-    storeBackup(agent, kind, { includeSecrets })
-  )
+  const archive = { includeSecrets: options.includeSecrets === true }
+  return storeBackup(agent, kind, archive, (target) => archiveAgent(agent, target, archive))
 }
 
 export async function listBackups(agentId: string): Promise<BackupView[]> {
@@ -276,10 +212,9 @@ export function clearConfigOf(manifest: Manifest, stored: Config): Config {
  * are; secret config values an archive left out keep their current value.
  */
 export async function restoreBackup(agent: Agent, backupId: unknown) {
-  assertFoldersReachable()
   const backup = await findBackup(agent.id, backupId)
-  const agentsDir = agentsFolder()
-  const preRestore = await agentLifecycle.withContainerDown(
+  const host = await reachableFolders(agent.id)
+  const preRestore = await agentLifecycle.withAgentQuiet(
     agent.id,
     () =>
       withWorkFolder(async (folder) => {
@@ -294,7 +229,10 @@ export async function restoreBackup(agent: Agent, backupId: unknown) {
           refuseArchive(`it is of a ${document.framework} agent, this one is ${agent.framework}`)
         }
         const archived = clearConfigOf(manifest, document.config)
-        const saved = await storeBackup(agent, 'pre-restore', { includeSecrets: false })
+        const atRest = { includeSecrets: false }
+        const saved = await storeBackup(agent, 'pre-restore', atRest, (target) =>
+          archiveAtRest(agent, target, atRest, host)
+        )
 
         await db.transaction(async (trx) => {
           const locked = await findAgent(agent.id, { trx, forUpdate: true })
@@ -311,8 +249,8 @@ export async function restoreBackup(agent: Agent, backupId: unknown) {
           await locked.save()
           await writeDocuments(trx, locked.id, staging)
         })
-        await discardCheckpoint(agentsDir, agent.id)
-        await writeAgentFolders(agentsDir, agent.id, staging)
+        await discardCheckpoint(agentsFolder(), agent.id)
+        await writeAgentFolders(host, staging)
         return saved
       }),
     { fresh: true }

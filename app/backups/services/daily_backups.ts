@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto'
 import { createBackup } from '#backups/services/backup_service'
+import runtime from '#runtime/services/runtime'
 import db from '@adonisjs/lucid/services/db'
 import logger from '@adonisjs/core/services/logger'
 import type { PeriodicJob } from '#core/jobs/periodic_jobs'
@@ -17,7 +19,9 @@ export async function runDailyBackups(
   options: { agentIds?: string[] } = {}
 ): Promise<number> {
   if (!backupConfig.daily) return 0
-  if ((process.env.AGENT_RUNTIME || 'process') !== 'process') return 0
+  // A runtime whose agents' folders are never on this host (swarm, a remote engine): no backups.
+  const probe = await runtime.hostFolders(randomUUID())
+  if ('unavailable' in probe && !probe.untilCreated) return 0
   let made = 0
   const due = await db
     .from('agents')

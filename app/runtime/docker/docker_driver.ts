@@ -25,6 +25,7 @@ import { ignoreStatus } from '#runtime/docker/engine_calls'
 import { IoUringRefusal } from '#runtime/docker/io_uring_refusal'
 import { AgentNetworkGuard } from '#runtime/docker/agent_network'
 import { putRenderedFiles, syncSkillsInContainer } from '#runtime/docker/rendered_files'
+import { volumeHostFolders, whilePaused } from '#runtime/docker/volume_folders'
 import { renderedSkillFiles } from '#runtime/skill_files'
 import { RuntimeEventFanOut } from '#runtime/runtime_events'
 import type {
@@ -33,6 +34,8 @@ import type {
   ContainerUsage,
   CreateRequest,
   DriverName,
+  FoldersUnavailable,
+  HostFolders,
   RuntimeEvent,
   RuntimeEventListener,
   SkillChange,
@@ -203,7 +206,9 @@ export class DockerDriver implements ContainerDriver {
     })
 
     if (current?.State.Running) {
-      // A container from before the service restarted: adopt it as it is.
+      // A container from before the service restarted: adopt it as it is (unpaused: a
+      // service that died during a backup's copy left it paused).
+      if (current.State.Paused) await this.#docker.getContainer(current.Id).unpause()
       const adopted = record(current.Config.User)
       await this.writeRecord(agentId, { ...adopted, stoppedByUser: false })
       this.watch(agentId, current.RestartCount)
@@ -349,6 +354,16 @@ export class DockerDriver implements ContainerDriver {
 
   reader(agentId: string): AgentFileReader {
     return lazyAgentReader(this.#lazy(agentId))
+  }
+
+  /** A backup's quiesce: the engine's pause (volume_folders.ts). */
+  async whileFrozen<T>(agentId: string, work: () => Promise<T>) {
+    return whilePaused(await this.containerOf(agentId), work)
+  }
+
+  /** The state volume on this host's disk, when it is (volume_folders.ts). */
+  async hostFolders(agentId: string): Promise<HostFolders | FoldersUnavailable> {
+    return volumeHostFolders(this.#docker, agentId, await this.readRecord(agentId))
   }
 
   protected watch(agentId: string, restartCount: number) {

@@ -92,6 +92,23 @@ export class AgentProcess extends ProcessSupervisor {
     await this.stopped('stopped')
   }
 
+  /**
+   * Runs `work` with the run's processes frozen (cgroup freezer,
+   * cgroups.ts) and thaws them after, whatever happens: a backup copies the
+   * agent's folders meanwhile. Undefined, `work` not run, when the run is
+   * not running or cannot be frozen here. The caller holds the agent's lock.
+   */
+  async whileFrozen<T>(work: () => Promise<T>): Promise<{ value: T } | undefined> {
+    const cgroup = this.prepared?.cgroup
+    if (this.state !== 'running' || !this.record || !cgroup?.canFreeze) return undefined
+    if (!(await cgroup.freeze())) return undefined
+    try {
+      return { value: await work() }
+    } finally {
+      await cgroup.thaw()
+    }
+  }
+
   /** True when a sleep can checkpoint this run (running, in a sandbox CRIU can restore). */
   canHibernate(): boolean {
     return this.state === 'running' && this.prepared?.checkpoint !== undefined && !!this.record

@@ -21,6 +21,7 @@ import { LogFile } from '#runtime/process/log_file'
 import { allocatePort, portsTakenBy } from '#runtime/process/ports'
 import { AgentNetworking } from '#runtime/process/agent_network/agent_networking'
 import {
+  hostFoldersOf,
   supervisorSettings,
   type ProcessDriverOptions,
 } from '#runtime/process/process_driver_options'
@@ -44,8 +45,6 @@ import type {
   SkillChange,
   WorkspaceFiles,
 } from '#runtime/types'
-
-export type { ProcessDriverOptions } from '#runtime/process/process_driver_options'
 
 /** An agent's captured output before it is rotated. */
 const LOG_MAX_BYTES = 5 * 1024 * 1024
@@ -114,9 +113,7 @@ export class ProcessDriver implements ContainerDriver {
     this.#settings = supervisorSettings(options, () => this.#stopping)
   }
 
-  #log(message: string, detail?: Record<string, unknown>) {
-    this.options.log?.(message, detail)
-  }
+  #log = (message: string, detail?: Record<string, unknown>) => this.options.log?.(message, detail)
 
   #emit = (event: RuntimeEvent) => {
     if (!this.#templates.isTemplateRun(event.agentId)) this.#events.emit(event)
@@ -268,15 +265,22 @@ export class ProcessDriver implements ContainerDriver {
   }
 
   /**
-   * Installs each framework and warms what its agents share, one after the
-   * other, as the service (the same caches and locks as an agent's start
-   * uses, so a create meanwhile waits for the same install instead of
-   * starting a second one). A failure is logged; agents then retry it.
+   * Installs each framework and warms what its agents share, as the service
+   * (the same caches and locks as an agent's start uses, so a create
+   * meanwhile waits for the same install), all at once: Hermes' long install
+   * from PyPI must not hold back an OpenClaw agent's. A failure is logged.
    */
   async prepareFrameworks(plugins: FrameworkPlugin[]): Promise<void> {
-    // All at once: one framework's long install (Hermes from PyPI) must not
-    // hold back another's (an OpenClaw agent created meanwhile would wait).
     await Promise.all(plugins.map((plugin) => this.#installs.prepare(plugin)))
+  }
+
+  /** A backup's quiesce: `work` runs with the agent's processes frozen (AgentProcess.whileFrozen). */
+  whileFrozen<T>(agentId: string, work: () => Promise<T>) {
+    return this.#exclusive(agentId, async () => this.#agents.get(agentId)?.whileFrozen(work))
+  }
+
+  async hostFolders(agentId: string) {
+    return hostFoldersOf(this.options.agentsDir, agentId)
   }
 
   resumes(agentId: string): boolean {

@@ -1,6 +1,8 @@
 import type { RestartPolicy, SupervisorSettings } from '#runtime/process/prepared_launch'
 import type { AgentNetworkSettings } from '#runtime/process/agent_network/network_settings'
 import type { SandboxMode } from '#runtime/process/sandbox'
+import { assertAgentId } from '#runtime/agent_paths'
+import type { HostFolders } from '#runtime/types'
 
 export interface ProcessDriverOptions {
   /** `<storage>/agents`: one folder per agent. */
@@ -72,5 +74,23 @@ export function supervisorSettings(
     stopGraceMs: options.stopGraceMs ?? 10_000,
     pollIntervalMs: options.pollIntervalMs ?? 1000,
     launchesRefused,
+  }
+}
+
+/**
+ * Where a backup finds an agent of this driver (ContainerDriver.hostFolders):
+ * workspace, state and home below the `agentsDir` option
+ * (`<agents>/<id>/...`, the id's folder being the service's). A restore
+ * writes them as the service; the next start hands them to the agent.
+ */
+export function hostFoldersOf(agentsDir: string, agentId: string): HostFolders {
+  assertAgentId(agentId)
+  return {
+    root: agentsDir,
+    folders: {
+      workspace: `${agentId}/workspace`,
+      state: `${agentId}/state`,
+      home: `${agentId}/home`,
+    },
   }
 }

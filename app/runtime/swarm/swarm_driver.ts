@@ -4,7 +4,13 @@ import { dockerNames, LABELS } from '#runtime/docker/container_spec'
 import { DockerDriver, type DockerDriverOptions } from '#runtime/docker/docker_driver'
 import type { DockerRecord } from '#runtime/docker/docker_record'
 import { ignoreStatus } from '#runtime/docker/engine_calls'
-import type { ContainerInfo, CreateRequest, DriverName, WorkspaceFiles } from '#runtime/types'
+import type {
+  ContainerInfo,
+  CreateRequest,
+  DriverName,
+  FoldersUnavailable,
+  WorkspaceFiles,
+} from '#runtime/types'
 import { agentLaunch } from '#runtime/swarm/agent_launch'
 import { NodeEngines } from '#runtime/swarm/node_engines'
 import { buildServiceSpec, RECORD_LABELS } from '#runtime/swarm/service_spec'
@@ -357,6 +363,15 @@ export class SwarmDriver extends DockerDriver {
       write: (path, content) => files.write(path, content).then(changed),
       delete: (path) => files.delete(path).then(changed),
     }
+  }
+
+  /** Its volume lies on whichever node runs its task: no backup copies it from here. */
+  override async hostFolders(): Promise<FoldersUnavailable> {
+    return { unavailable: "swarm keeps each agent's volume on the node that runs it" }
+  }
+
+  override async whileFrozen(): Promise<undefined> {
+    return undefined
   }
 
   override async sweep(keepAgentIds: string[]): Promise<string[]> {

@@ -1,4 +1,5 @@
-import { readdirSync, symlinkSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
@@ -8,13 +9,17 @@ import { runDailyBackups } from '#backups/services/daily_backups'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { jwtFor } from '#tests/helpers/identity'
 import { baseUrl } from '#tests/helpers/http'
+import { cgroupBases } from '#runtime/process/cgroups'
+import { gatewayTokenFor } from '#runtime/credentials'
 import {
   agentCountOf,
   agentOwners,
   chatWithContainer,
   createFixtureAgent,
   foldersOf,
+  putToSleep,
   readWorkspaceFile,
+  runtime,
   storedConfigOf,
   waitUntilServing,
   writeWorkspaceFile,
@@ -57,9 +62,12 @@ async function agentWithBackup(client: any, owner: { id: string }) {
     .bearerToken(jwt)
     .json({ filename: 'faq.txt', content: 'The shop opens at nine.' })
     .then((answer: any) => answer.assertStatus(201))
+  const service = await runtime()
+  const before = await service.status(agent.id)
   const made = await client.post(`/agents/${agent.id}/backups`).bearerToken(jwt).json({})
   made.assertStatus(201)
-  return { agent, jwt, backup: made.body().data }
+  const after = await service.status(agent.id)
+  return { agent, jwt, backup: made.body().data, runs: { before, after } }
 }
 
 test.group('Agent backups', (group) => {
@@ -71,12 +79,16 @@ test.group('Agent backups', (group) => {
     assert,
   }) => {
     const owner = await owners.create()
-    const { agent, jwt, backup } = await agentWithBackup(client, owner)
+    const { agent, jwt, backup, runs } = await agentWithBackup(client, owner)
     assert.equal(backup.kind, 'manual')
     assert.isAbove(backup.size, 0)
     assert.match(backup.sha256, /^[0-9a-f]{64}$/)
     assert.isFalse(backup.includeSecrets)
-    // Paused for the copy, then woken.
+    if (cgroupBases()?.freezer) {
+      // Frozen for the copy, never put to sleep: the same run goes on.
+      assert.equal(runs.after.state, 'running')
+      assert.equal(runs.after.containerId, runs.before.containerId)
+    }
     await waitUntilServing(agent.id)
 
     const list = await client.get(`/agents/${agent.id}/backups`).bearerToken(jwt)
@@ -109,6 +121,13 @@ test.group('Agent backups', (group) => {
     const document = JSON.parse(byName.get('agent.json')!.content!.toString())
     assert.equal(document.config.personality, 'Calm')
     assert.notProperty(document.config, 'apiKey', 'secrets are left out by default')
+    // The framework's rendered file holding secrets (0600) is never archived: rendered at start.
+    const gatewayToken = await gatewayTokenFor(foldersOf(agent.id).credentialsFile)
+    assert.notInclude([...byName.keys()], 'files/state/fixture.json')
+    assert.include(manifest.skipped, 'files/state/fixture.json')
+    for (const entry of entries) {
+      assert.notInclude(entry.content?.toString() ?? '', gatewayToken, entry.name)
+    }
     const knowledge = JSON.parse(byName.get('data/knowledge.json')!.content!.toString())
     assert.deepEqual(knowledge, [{ filename: 'faq.txt', content: 'The shop opens at nine.' }])
 
@@ -188,6 +207,67 @@ test.group('Agent backups', (group) => {
     unknown.assertStatus(404)
     const anonymous = await client.get(`${base}/backups`)
     anonymous.assertStatus(401)
+  }).timeout(120_000)
+
+  test('an agent asleep is backed up where it lies and stays asleep', async ({
+    client,
+    assert,
+  }) => {
+    const owner = await owners.create()
+    const jwt = jwtFor(owner)
+    const agent = await createFixtureAgent(client, owner)
+    await waitUntilServing(agent.id)
+    await writeWorkspaceFile(client, jwt, agent.id, 'dream.txt', 'written before the sleep')
+    const service = await putToSleep(agent.id)
+    const made = await client.post(`/agents/${agent.id}/backups`).bearerToken(jwt).json({})
+    made.assertStatus(201)
+    await agentLifecycle.settled()
+    assert.equal(await service.containerView(agent.id), 'stopped')
+    const download = await downloadArchive(
+      baseUrl(),
+      jwt,
+      `/agents/${agent.id}/backups/${made.body().data.id}/download`
+    )
+    const entries = await unpackEntries(download.bytes)
+    assert.equal(
+      entries.find((entry) => entry.name === 'files/workspace/dream.txt')?.content?.toString(),
+      'written before the sleep'
+    )
+  }).timeout(120_000)
+
+  test('files that do not compress are stored, those that do are packed: the archive reads back whole', async ({
+    client,
+    assert,
+  }) => {
+    const owner = await owners.create()
+    const jwt = jwtFor(owner)
+    const agent = await createFixtureAgent(client, owner)
+    await waitUntilServing(agent.id)
+    const noise = randomBytes(600 * 1024)
+    const text = Buffer.from('a line of the agent notes that repeats\n'.repeat(60_000))
+    const workspace = foldersOf(agent.id).workspace
+    writeFileSync(join(workspace, 'noise.bin'), noise)
+    writeFileSync(join(workspace, 'notes.log'), text)
+    const made = await client.post(`/agents/${agent.id}/backups`).bearerToken(jwt).json({})
+    made.assertStatus(201)
+    // The text shrank; the noise is there whole (stored, not deflated for nothing).
+    assert.isBelow(made.body().data.size, noise.length + text.length / 4)
+    assert.isAbove(made.body().data.size, noise.length)
+    const download = await downloadArchive(
+      baseUrl(),
+      jwt,
+      `/agents/${agent.id}/backups/${made.body().data.id}/download`
+    )
+    const entries = await unpackEntries(download.bytes)
+    const byName = new Map(entries.map((entry) => [entry.name, entry.content]))
+    assert.equal(sha256(byName.get('files/workspace/noise.bin')!), sha256(noise))
+    assert.equal(sha256(byName.get('files/workspace/notes.log')!), sha256(text))
+    // The service's own reader takes it too: an import carries both files.
+    const imported = await uploadArchive(baseUrl(), jwt, download.bytes)
+    assert.equal(imported.status, 201, JSON.stringify(imported.body))
+    const copy = foldersOf(imported.body.data.id).workspace
+    assert.equal(sha256(readFileSync(join(copy, 'noise.bin'))), sha256(noise))
+    assert.equal(sha256(readFileSync(join(copy, 'notes.log'))), sha256(text))
   }).timeout(120_000)
 
   test('a link the agent planted in its folders is left out of the archive, never followed', async ({

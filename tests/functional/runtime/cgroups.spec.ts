@@ -129,5 +129,67 @@ test.group(
     })
       .timeout(60_000)
       .skip(!cgroupsWritable(), SKIP)
+    test('a freeze stops every process of a running agent until the work is done; it goes on where it stood', async ({
+      assert,
+    }) => {
+      const agentId = randomUUID()
+      await harness.runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true })
+      const count = (signal?: AbortSignal) =>
+        harness.runtime.chat(agentId, {
+          conversationId: 'c',
+          messages: [{ role: 'user', content: '__count__' }],
+          signal,
+        })
+      const first = await count()
+      assert.match(first.content, /^count 1 /)
+      const { dirs } = new AgentCgroup(agentId, cgroupBases()!)
+      const pids = agentProcessIds(agentId)
+
+      const frozen = await harness.runtime.whileFrozen(agentId, async () => {
+        assert.equal(read(dirs.freezer!, 'freezer.state'), 'FROZEN')
+        const members = read(dirs.freezer!, 'cgroup.procs').split('\n').map(Number)
+        for (const pid of pids) assert.include(members, pid, `process ${pid} is in the freezer`)
+        // Frozen: no answer, however long it is given.
+        await assert.rejects(() => count(AbortSignal.timeout(700)))
+        return 'copied'
+      })
+      assert.deepEqual(frozen, { value: 'copied' })
+      assert.equal(read(dirs.freezer!, 'freezer.state'), 'THAWED')
+      // The same process answers: the count is the one it held (the timed-out turn may have counted).
+      const after = await count()
+      assert.match(after.content, /^count [23] /)
+      assert.deepEqual(agentProcessIds(agentId).sort(), pids.sort())
+
+      // A stopped agent cannot be frozen: the work does not run.
+      await harness.runtime.stop(agentId)
+      let ran = false
+      assert.isUndefined(await harness.runtime.whileFrozen(agentId, async () => (ran = true)))
+      assert.isFalse(ran)
+      assert.isFalse(existsSync(dirs.freezer!), 'the freezer group goes with the others')
+    })
+      .timeout(60_000)
+      .skip(!cgroupsWritable() || !cgroupBases()?.freezer, `${SKIP}, and the v1 freezer`)
+
+    test('an agent a dead service left frozen is thawed by the next one that adopts it', async ({
+      assert,
+    }) => {
+      const agentId = randomUUID()
+      const spec = fixtureSpec(agentId)
+      await harness.runtime.ensureStarted(spec, { waitReady: true })
+      const cgroup = new AgentCgroup(agentId, cgroupBases()!)
+      assert.isTrue(await cgroup.freeze())
+      assert.equal(read(cgroup.dirs.freezer!, 'freezer.state'), 'FROZEN')
+
+      await harness.restartService()
+      await harness.runtime.ensureStarted(spec, { waitReady: true, timeoutMs: 20_000 })
+      assert.equal(read(cgroup.dirs.freezer!, 'freezer.state'), 'THAWED')
+      const reply = await harness.runtime.chat(agentId, {
+        conversationId: 'c',
+        messages: [{ role: 'user', content: 'awake?' }],
+      })
+      assert.equal(reply.content, 'echo: awake?')
+    })
+      .timeout(60_000)
+      .skip(!cgroupsWritable() || !cgroupBases()?.freezer, `${SKIP}, and the v1 freezer`)
   }
 )

@@ -1,0 +1,65 @@
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { unlink } from 'node:fs/promises'
+import { setPriority } from 'node:os'
+import { text } from 'node:stream/consumers'
+import { fileURLToPath } from 'node:url'
+import type { ArchiveInput, WrittenArchive } from '#backups/services/archive_writer'
+
+/**
+ * Packs an archive in a process of its own at the lowest CPU priority
+ * (docs/backups.md "Consistency"): reading, hashing and compressing 100 MB
+ * takes a core for a second or more, which would otherwise come from the
+ * service's event loop and the agents' answers. At niceness 19 the packer
+ * gets what the service (0) and the agents (10) leave: on an idle host all
+ * of a core, on a busy one a backup takes longer and nobody's answers do.
+ * `nice` sets it before the process starts, so every thread of it (the
+ * compression pool too) inherits it; setpriv's pdeathsig ends it with a
+ * service killed mid-backup.
+ */
+const PACKER_NICENESS = 19
+const NICE = '/usr/bin/nice'
+const SETPRIV = '/usr/bin/setpriv'
+const here = fileURLToPath(import.meta.url)
+/** The entry beside this module: `.ts` from source (run through ts-exec), `.js` in a build. */
+const entry = here.replace(/archive_packer\.(ts|js)$/, 'pack_process.$1')
+const loader = here.endsWith('.ts') ? ['--import', '@poppinss/ts-exec'] : []
+/** The app's root: bare specifiers (the loader) resolve from its node_modules. */
+const root = fileURLToPath(new URL('../../../', import.meta.url))
+
+function command(): [string, string[]] {
+  let argv = [process.execPath, ...loader, entry]
+  if (existsSync(NICE)) argv = [NICE, '-n', String(PACKER_NICENESS), ...argv]
+  if (existsSync(SETPRIV)) argv = [SETPRIV, '--pdeathsig', 'KILL', '--', ...argv]
+  return [argv[0], argv.slice(1)]
+}
+
+/** Writes the archive of `input` to `target` (writeArchive) in the packer's process. */
+export async function packApart(target: string, input: ArchiveInput): Promise<WrittenArchive> {
+  const [file, args] = command()
+  const child = spawn(file, args, {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', NODE_ENV: process.env.NODE_ENV ?? 'production' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  })
+  if (!existsSync(NICE) && child.pid) {
+    try {
+      setPriority(child.pid, PACKER_NICENESS)
+    } catch {
+      // Exited already: its exit code says why.
+    }
+  }
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', resolve)
+  })
+  child.stdin.on('error', () => undefined)
+  child.stdin.end(JSON.stringify({ target, input }))
+  const [output, errors, code] = await Promise.all([text(child.stdout), text(child.stderr), exited])
+  if (code !== 0) {
+    // Killed before it could clean up after itself.
+    await unlink(target).catch(() => undefined)
+    throw new Error(`Packing the archive failed: ${errors.trim() || `exit code ${code}`}`)
+  }
+  return JSON.parse(output) as WrittenArchive
+}
