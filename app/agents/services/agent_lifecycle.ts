@@ -78,19 +78,14 @@ export class AgentLifecycle {
   }
 
   /** Every feed write that runtime events started so far has finished. */
-  eventsStored(): Promise<void> {
-    return this.#feed.stored()
-  }
+  eventsStored = (): Promise<void> => this.#feed.stored()
 
   /** The runtime's event listener (subscribed at boot by the agents provider). */
   onRuntimeEvent(event: RuntimeEvent): void {
     this.#feed.onRuntimeEvent(event)
   }
 
-  /**
-   * Runs `task` in the agent's order of operations without making the
-   * caller wait (failures are logged), like the API's starts and stops.
-   */
+  /** Runs `task` in the agent's order of operations; the caller does not wait (failures logged). */
   inOrder(what: string, agentId: string, task: () => Promise<unknown>): void {
     this.#detached(what, agentId, () => this.#serial(agentId, task))
   }
@@ -132,8 +127,8 @@ export class AgentLifecycle {
   /** Sets `active` (one feed event when it was not) and boots `runId` in the background. */
   async #schedule(agent: Agent, runId: string, options: { restart?: boolean } = {}) {
     await changeStatus(agent.id, 'active', options.restart ? 'Agent restarted' : 'Agent started')
-    this.#detached(options.restart ? 'restart' : 'start', agent.id, () =>
-      this.#serial(agent.id, () => this.startRun(agent.id, runId, options))
+    this.inOrder(options.restart ? 'restart' : 'start', agent.id, () =>
+      this.startRun(agent.id, runId, options)
     )
   }
 
@@ -215,8 +210,8 @@ export class AgentLifecycle {
       })
     } finally {
       if (wasUp) {
-        this.#detached('start after a backup', agentId, () =>
-          this.#serial(agentId, async () => this.startRun(agentId, await runtime.planRun(agentId)))
+        this.inOrder('start after a backup', agentId, async () =>
+          this.startRun(agentId, await runtime.planRun(agentId))
         )
       }
     }

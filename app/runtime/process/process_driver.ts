@@ -207,9 +207,7 @@ export class ProcessDriver implements ContainerDriver {
   }
 
   /** Template starts and counted cold boots of new agents since this driver began. */
-  templateCounts(): TemplateCounts {
-    return this.#templates.counts()
-  }
+  templateCounts = (): TemplateCounts => this.#templates.counts()
 
   /**
    * Builds (or rebuilds) the template new agents like `spec` start from,
@@ -223,9 +221,7 @@ export class ProcessDriver implements ContainerDriver {
   }
 
   /** Until the templates being built now are built (or failed). */
-  async whenTemplatesBuilt(): Promise<void> {
-    await this.#templates.whenBuilt()
-  }
+  whenTemplatesBuilt = (): Promise<void> => this.#templates.whenBuilt()
 
   #agent(agentId: string): AgentProcess {
     const agent = this.#agents.get(agentId)
@@ -279,9 +275,7 @@ export class ProcessDriver implements ContainerDriver {
     return this.#exclusive(agentId, async () => this.#agents.get(agentId)?.whileFrozen(work))
   }
 
-  async hostFolders(agentId: string) {
-    return hostFoldersOf(this.options.agentsDir, agentId)
-  }
+  hostFolders = async (agentId: string) => hostFoldersOf(this.options.agentsDir, agentId)
 
   resumes(agentId: string): boolean {
     return existsSync(this.#checkpoint(agentId).metaFile)
