@@ -1,5 +1,5 @@
 import { mkdir, readdir, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { startModelProxyRelay, type ModelProxyRelay } from '#runtime/model_proxy_relay'
 
 /**
@@ -79,6 +79,9 @@ export class SharedRelays {
     this.#relays.set(relay.port, Promise.resolve(relay))
     await this.options.open(relay.port)
     if (this.options.dir && !adopted) {
+      // The parent (<storage>/runtime) holds the framework caches agents run from: made with
+      // the default mode, never 0700 (a recursive mkdir gives its mode to every folder it makes).
+      await mkdir(dirname(this.options.dir), { recursive: true })
       await mkdir(this.options.dir, { recursive: true, mode: 0o700 })
       await writeFile(join(this.options.dir, String(relay.port)), '', { mode: 0o600 })
     }
