@@ -213,8 +213,9 @@ export class AgentNetworks {
     if (!isLoopbackUrl(target)) return baseUrl
     await this.ready()
     const port = await this.#relays.own(target)
-    // An agent adopted from an instance that died keeps the relay that one gave it.
-    await this.#relays.others(target)
+    // An agent adopted from an instance that died keeps the relay that one gave it. In the
+    // background: ports recorded by instances long gone must not hold this start back.
+    void this.#relays.others(target).catch((error) => this.log(`relays: ${error.message}`))
     const local = new URL(baseUrl)
     local.hostname = this.bridgeAddress
     local.port = String(port)
