@@ -12,7 +12,8 @@
  * Measured, request by request in alternating order (A, B, A, B ...), one
  * at a time: POST /api/v1/agents/:id/chat (API key, quota, chat service,
  * the agent's own framework) through A and through B, and the time to the
- * first token of POST /agents/:id/chat/stream through each; the agent's
+ * first token of POST /agents/:id/chat/stream through each, and GET
+ * /agents/:id/status (which B asks of A over the peer link); the agent's
  * framework called directly (its address and gateway token) as the floor.
  * The table gives p50 and p99 and what B adds over A (the goal: under
  * 2 ms at p50). Not part of `npm test`.
@@ -100,6 +101,11 @@ try {
       },
       /"token"/
     )
+  // Asked of the holder over the peer link when it reaches B (the one routed read).
+  const status = (base: string) =>
+    timed(`${base}/agents/${agentId}/status`, {
+      headers: { authorization: `Bearer ${account.jwt}` },
+    })
   const agentItself = () =>
     timed(direct, {
       method: 'POST',
@@ -120,9 +126,11 @@ try {
         throw new Error(`chat through ${name}: ${whole.status} ${whole.text.slice(0, 300)}`)
       }
       const streamed = await stream(instances[name])
+      const seen = await status(instances[name])
       if (i >= WARM_UP) {
         note(`chat ${name}`, whole.totalMs)
         note(`stream ${name}`, streamed.firstMs)
+        note(`status ${name}`, seen.totalMs)
       }
     }
     const floor = await agentItself()
@@ -148,6 +156,8 @@ try {
   row('chat (whole reply) through B, the other instance', 'chat B', 'chat A')
   row('stream, first token, through A', 'stream A')
   row('stream, first token, through B', 'stream B', 'stream A')
+  row('status through A', 'status A')
+  row('status through B (asked of A over the peer link)', 'status B', 'status A')
   row("the agent's framework called directly (floor)", 'direct')
 } finally {
   await b?.stop()
