@@ -70,7 +70,6 @@ export class PlacedRuntimeService extends RuntimeService {
         this.capacityManager.isAdmitted(agentId) ||
         this.plans.scheduled(agentId) !== undefined,
       lost: (agentId) => this.#forget(agentId),
-      activity: (touched, turns) => this.#activity(touched, turns),
     })
   }
 
