@@ -267,8 +267,9 @@ test.group('Instances on one host (process driver): one agent, any instance', (g
     await chat(b, agentId, '__crash__').catch(() => undefined)
     await waitFor(
       async () => {
+        // A new tree: none of the old one's processes (its launcher outlives the framework a moment).
         const pids = host.agentProcesses().get(agentId) ?? []
-        return pids.length > 0 && !pids.includes(counted1.pid) ? true : undefined
+        return pids.length > 0 && !pids.some((pid) => before.pids.includes(pid)) ? true : undefined
       },
       { timeoutMs: 30_000, what: 'the crash restart' }
     )
