@@ -6,6 +6,7 @@ import { RuntimeService } from '#runtime/runtime_service'
 import type { ImageSource } from '#runtime/docker/docker_driver'
 import { agentCapacityConfig } from '#config/agent_capacity'
 import { appKey } from '#config/app'
+import { HostCapacityBook } from '#runtime/capacity/host_book'
 import { HostPlacement } from '#runtime/placement/host_placement'
 import { PlacedRuntimeService } from '#runtime/placement/placed_runtime_service'
 
@@ -58,6 +59,7 @@ export default class RuntimeProvider {
         ? new PlacedRuntimeService({
             ...options,
             placement: new HostPlacement({ secret: appKey.release(), log }),
+            capacityBook: new HostCapacityBook(log),
           })
         : new RuntimeService(options)
       return this.#runtime

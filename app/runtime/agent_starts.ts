@@ -30,13 +30,15 @@ export interface AgentStartsOptions {
 export class AgentStarts {
   constructor(private readonly options: AgentStartsOptions) {}
 
+  /** `askedAt`: when the start was asked for (its place among waiting starts); default now. */
   async startOrAdopt(
     spec: AgentRuntimeSpec,
     runId?: string,
-    priority?: BootPriority
+    priority?: BootPriority,
+    askedAt = Date.now()
   ): Promise<{ info: ContainerInfo; adopted: boolean }> {
     try {
-      return await this.#startOrAdoptRun(spec, runId, priority)
+      return await this.#startOrAdoptRun(spec, runId, priority, askedAt)
     } catch (error) {
       this.options.plans.settled(spec.agentId, runId)
       throw error
@@ -46,7 +48,8 @@ export class AgentStarts {
   async #startOrAdoptRun(
     spec: AgentRuntimeSpec,
     runId: string | undefined,
-    priority: BootPriority | undefined
+    priority: BootPriority | undefined,
+    askedAt: number
   ): Promise<{ info: ContainerInfo; adopted: boolean }> {
     const { driver, capacity, plans } = this.options
     const plugin = this.options.frameworks.framework(spec.framework)
@@ -80,6 +83,7 @@ export class AgentStarts {
       resumes,
       owner: spec.ownerId,
       priority,
+      askedAt,
     })
     enterPhase(spec.agentId, resumes ? 'restoring' : 'booting')
     let info: ContainerInfo

@@ -28,6 +28,7 @@ export abstract class RuntimeBooks extends RuntimeReads {
       // A sleep for room: a start waits on it, so it takes no warm-up turn.
       sleep: (agentId) => this.sleep(agentId, { warmUp: false }),
       log: (message, detail) => options.log?.('info', message, detail),
+      book: options.capacityBook,
     })
     this.tracker = new RunTracker(this.capacityManager, this.plans)
   }
@@ -71,9 +72,14 @@ export abstract class RuntimeBooks extends RuntimeReads {
     return this.capacityManager.admittedAgents()
   }
 
-  /** Boot queue and memory budget as they stand (console, /stats). */
+  /** Boot queue and memory budget as they stand (console, /stats): this instance's. */
   capacity(): CapacitySnapshot {
     return this.capacityManager.snapshot()
+  }
+
+  /** The same for the whole host (the instances sharing its capacity book). */
+  hostCapacity(): Promise<CapacitySnapshot> {
+    return this.capacityManager.hostSnapshot()
   }
 
   /** Where the agent's container stands, in the words of the API's `container` field. */
@@ -96,6 +102,7 @@ export abstract class RuntimeBooks extends RuntimeReads {
   /** Where its container stands, in one look: status, `container`, queue place, boot phase. */
   async snapshot(agentId: string): Promise<RuntimeSnapshot> {
     const [info, view] = await Promise.all([this.status(agentId), this.containerView(agentId)])
-    return { info, view, queuePosition: this.queuePosition(agentId), phase: knownPhase(agentId) }
+    const queuePosition = await this.capacityManager.hostQueuePosition(agentId)
+    return { info, view, queuePosition, phase: knownPhase(agentId) }
   }
 }

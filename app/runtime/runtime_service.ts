@@ -119,7 +119,8 @@ export class RuntimeService extends RuntimeBooks {
    * background; see waitUntilReady).
    */
   async ensureStarted(spec: AgentRuntimeSpec, options: StartOptions = {}): Promise<ContainerInfo> {
-    const { info } = await this.#starts.startOrAdopt(spec, options.runId, options.priority)
+    const { runId, priority, askedAt } = options
+    const { info } = await this.#starts.startOrAdopt(spec, runId, priority, askedAt)
     if (options.waitReady) {
       await this.waitUntilReady(spec.agentId, options)
       return this.driver.inspect(spec.agentId)

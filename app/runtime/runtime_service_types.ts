@@ -1,5 +1,6 @@
 import type { FrameworkPlugin } from '#plugins/types'
 import type { BootPriority, BootQueueOrder } from '#runtime/capacity/capacity_manager'
+import type { SharedBook } from '#runtime/capacity/host_book'
 import type { Phase } from '#runtime/boot_phases'
 import type { ContainerDriver, ContainerInfo } from '#runtime/types'
 
@@ -29,6 +30,11 @@ export interface RuntimeServiceOptions {
     /** The boot queue's order (capacity_manager.ts); fifo is the bench's baseline only. */
     bootQueue?: BootQueueOrder
   }
+  /**
+   * The capacity book the instances of this host share (host_book.ts);
+   * absent, the boot queue and memory budget are this instance's alone.
+   */
+  capacityBook?: SharedBook
   /** The warm-up turn before a first checkpoint (see RuntimeService#warmUp). Default on; bench:wake turns it off to compare. */
   warmUpBeforeCheckpoint?: boolean
   log?: (
@@ -58,6 +64,8 @@ export interface StartOptions {
    * agent to sleep for room.
    */
   priority?: BootPriority
+  /** When the start was asked for (ms): its arrival in the boot queue's order. Default: now. */
+  askedAt?: number
 }
 
 /** What the API reports of an agent's container, in one look (RuntimeService.snapshot). */

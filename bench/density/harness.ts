@@ -27,6 +27,10 @@ export interface Answer {
 export interface BenchServer {
   server: ServerProcess
   storage: string
+  /** The throwaway PostgreSQL's URL (another instance of the service may share it). */
+  databaseUrl: string
+  /** The environment the server was started with (another instance starts with the same). */
+  env: Record<string, string | undefined>
   /** Answers by status code over the whole run. */
   statuses: Map<number, number>
   call(path: string, init?: { method?: string; token?: string; json?: unknown }): Promise<Answer>
@@ -47,7 +51,7 @@ export async function startBenchServer(
   // The framework is installed once per host: reuse the project's runtime cache.
   const sharedRuntime = join(import.meta.dirname, '..', '..', 'storage', 'runtime')
   if (existsSync(sharedRuntime)) await symlink(sharedRuntime, join(storage, 'runtime'))
-  const server = await startServerProcess({
+  const serverEnv = {
     DATABASE_URL: postgres.url,
     STORAGE_DIR: storage,
     // Every account signs up from this one address (the default allows 10 a day).
@@ -58,7 +62,8 @@ export async function startBenchServer(
       ? { NODE_ENV: 'test', EXTRA_PLUGIN_DIRS: 'tests/fixtures/plugins' }
       : {}),
     ...env,
-  })
+  }
+  const server = await startServerProcess(serverEnv)
   for (let i = 0; ; i++) {
     const health = await fetch(`${server.url}/health`).catch(() => undefined)
     if (health?.status === 200) break
@@ -69,6 +74,8 @@ export async function startBenchServer(
   const bench: BenchServer = {
     server,
     storage,
+    databaseUrl: postgres.url,
+    env: serverEnv,
     statuses,
     async call(path, init = {}) {
       // A burst may keep a request waiting long: the bench waits rather than aborts.
@@ -117,7 +124,8 @@ export async function signUp(bench: BenchServer, index: number): Promise<Account
   }
   const tag = mailFileTag(email)
   let link: string | undefined
-  for (let attempt = 0; attempt < 100 && !link; attempt++) {
+  // Up to 20 s: the first mail of a fresh server loads the mail modules first.
+  for (let attempt = 0; attempt < 400 && !link; attempt++) {
     let names: string[] = []
     try {
       names = readdirSync(join(bench.storage, 'mail'))

@@ -50,7 +50,7 @@ export async function overviewFigures() {
 
 /**
  * Agents by container state: running, starting and queued from this
- * host's capacity manager; sleeping, stopped and error from the stored
+ * host's capacity book (all its instances); sleeping, stopped and error from the stored
  * states (the agents area's `storedContainerStates`).
  */
 async function containerStates(): Promise<{
@@ -60,7 +60,8 @@ async function containerStates(): Promise<{
   const counts: Record<string, number> = await storedContainerStates()
   try {
     const runtime: any = await app.container.make('runtime')
-    const snapshot = runtime.capacity()
+    // The host's book: every instance of the host counts.
+    const snapshot = await runtime.hostCapacity()
     counts.running = snapshot.running
     counts.starting = snapshot.booting
     counts.queued = snapshot.queued

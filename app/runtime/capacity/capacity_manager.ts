@@ -17,9 +17,14 @@
  * (resumes first, then arrival; every start may make room): the bench's
  * baseline only.
  *
- * State is this process's own: it admits the containers this instance's
- * driver runs (the process driver's agents live on this host).
+ * The books are this process's own unless a `book` shared by the
+ * instances of the host is given (host_book.ts): then the boot slots, the
+ * memory budget and the order across instances are the host's, and a
+ * victim put to sleep for room may be another instance's agent.
  */
+import type { BookEntry, SharedBook } from '#runtime/capacity/host_book'
+import { admissionOrder, type QueuedStart } from '#runtime/capacity/boot_queue_order'
+
 /** A queued start that was cancelled (the agent was stopped or removed while it waited). */
 export class BootCancelledError extends Error {
   constructor() {
@@ -38,6 +43,8 @@ export interface AdmitOptions {
   owner?: string
   /** Default interactive. */
   priority?: BootPriority
+  /** When the start was asked for (ms): its arrival in the queue's order. Default: now. */
+  askedAt?: number
 }
 
 export interface CapacitySettings {
@@ -48,7 +55,12 @@ export interface CapacitySettings {
   /** Puts an admitted agent to sleep to make room; resolves once its container is stopped. */
   sleep: (agentId: string) => Promise<void>
   log?: (message: string, detail?: Record<string, unknown>) => void
+  /** The book the instances of this host share; absent: this instance's books alone. */
+  book?: SharedBook
 }
+
+/** While starts wait on a shared book, how often another instance's freed room is looked for. */
+const BOOK_RETRY_MS = 500
 
 interface Admitted {
   reservedMb: number
@@ -58,15 +70,8 @@ interface Admitted {
   booting: boolean
 }
 
-interface Waiting {
-  agentId: string
-  owner: string
+interface Waiting extends QueuedStart {
   reservedMb: number
-  /** Its start resumes a checkpoint rather than boots. */
-  resumes: boolean
-  priority: BootPriority
-  /** Arrival order. */
-  seq: number
   resolve: () => void
   reject: (error: Error) => void
 }
@@ -88,6 +93,8 @@ export class CapacityManager {
   /** Agents being put to sleep to make room (not chosen twice). */
   readonly #evicting = new Set<string>()
   #pumping = false
+  #again = false
+  #retry?: NodeJS.Timeout
   #recency = 0
   #seq = 0
   /** Increases with every admission: when each account was last served (round robin). */
@@ -129,10 +136,12 @@ export class CapacityManager {
         resumes: options.resumes === true,
         priority,
         seq: ++this.#seq,
+        askedAt: options.askedAt ?? Date.now(),
         resolve,
         reject,
       })
     })
+    this.settings.book?.queue(entryOf(this.#queue.at(-1)!))
     void this.#pump()
     return admission
   }
@@ -152,12 +161,14 @@ export class CapacityManager {
   #upgrade(entry: Waiting) {
     if (entry.priority === 'interactive') return
     entry.priority = 'interactive'
+    this.settings.book?.queue(entryOf(entry))
     void this.#pump()
   }
 
   /** A container that already runs (adopted after a service restart): counted, no boot slot. */
   adopt(agentId: string, reservedMb: number) {
     if (this.#admitted.has(agentId)) return
+    this.settings.book?.adopt(agentId, reservedMb)
     this.#admitted.set(agentId, {
       reservedMb,
       lastActiveAt: Date.now(),
@@ -171,12 +182,14 @@ export class CapacityManager {
     const entry = this.#admitted.get(agentId)
     if (!entry?.booting) return
     entry.booting = false
+    this.settings.book?.booted(agentId)
     void this.#pump()
   }
 
   /** Its container stopped (stop, sleep, removal, given up): its memory is free. */
   release(agentId: string) {
     this.#wanted.delete(agentId)
+    this.settings.book?.release(agentId)
     const queued = this.#queue.findIndex((entry) => entry.agentId === agentId)
     if (queued >= 0) {
       const [entry] = this.#queue.splice(queued, 1)
@@ -188,7 +201,10 @@ export class CapacityManager {
   /** Service shutdown: every start waiting for its turn fails with BootCancelledError. */
   cancelQueued() {
     this.#wanted.clear()
-    for (const entry of this.#queue.splice(0)) entry.reject(new BootCancelledError())
+    for (const entry of this.#queue.splice(0)) {
+      this.settings.book?.release(entry.agentId)
+      entry.reject(new BootCancelledError())
+    }
   }
 
   /** A message for the agent: it is the last to be put to sleep for room. */
@@ -197,6 +213,7 @@ export class CapacityManager {
     if (!entry) return
     entry.lastActiveAt = Date.now()
     entry.recency = ++this.#recency
+    this.settings.book?.touch(agentId)
   }
 
   isQueued(agentId: string): boolean {
@@ -207,6 +224,20 @@ export class CapacityManager {
   queuePosition(agentId: string): number | null {
     if (!this.isQueued(agentId)) return null
     return this.#ordered().findIndex((entry) => entry.agentId === agentId) + 1
+  }
+
+  /** The same across the host's instances (with a shared book): theirs that go first count too. */
+  async hostQueuePosition(agentId: string): Promise<number | null> {
+    const place = this.queuePosition(agentId)
+    const entry = this.#queue.find((waiting) => waiting.agentId === agentId)
+    if (place === null || !entry || !this.settings.book) return place
+    return place + (await this.settings.book.waitingAhead(entryOf(entry)))
+  }
+
+  /** The host's books (with a shared book), else this instance's. */
+  async hostSnapshot(): Promise<CapacitySnapshot> {
+    const { bootConcurrency, memoryBudgetMb, book } = this.settings
+    return book ? book.snapshot({ bootConcurrency, memoryBudgetMb }) : this.snapshot()
   }
 
   /** The waiting agents in the order they are to be admitted. */
@@ -247,49 +278,9 @@ export class CapacityManager {
     }
   }
 
-  /**
-   * The queue in admission order. Fair: tiers (interactive resumes,
-   * interactive boots, background resumes, background boots); within a
-   * tier the accounts take turns, the least recently served first (one
-   * never served by its oldest entry), each account's own starts in
-   * arrival order. Computed from the books, so the place it reports is the
-   * place the pump uses.
-   */
+  /** The queue in admission order (boot_queue_order.ts), from the books: the pump's order. */
   #ordered(): Waiting[] {
-    const byArrival = [...this.#queue].sort((a, b) => a.seq - b.seq)
-    if (this.#fifo) {
-      // The earlier order: resumes before boots, then arrival.
-      return byArrival.sort((a, b) => Number(b.resumes) - Number(a.resumes))
-    }
-    const tier = (entry: Waiting) =>
-      (entry.priority === 'interactive' ? 0 : 2) + (entry.resumes ? 0 : 1)
-    const served = new Map(this.#served)
-    let turn = this.#turn
-    const ordered: Waiting[] = []
-    for (let rank = 0; rank < 4; rank++) {
-      const byOwner = new Map<string, Waiting[]>()
-      for (const entry of byArrival) {
-        if (tier(entry) !== rank) continue
-        const own = byOwner.get(entry.owner)
-        if (own) own.push(entry)
-        else byOwner.set(entry.owner, [entry])
-      }
-      const owners = [...byOwner.entries()].sort(
-        ([a, first], [b, second]) =>
-          (served.get(a) ?? -1) - (served.get(b) ?? -1) || first[0].seq - second[0].seq
-      )
-      for (let round = 0; ; round++) {
-        let any = false
-        for (const [owner, entries] of owners) {
-          if (round >= entries.length) continue
-          ordered.push(entries[round])
-          served.set(owner, ++turn)
-          any = true
-        }
-        if (!any) break
-      }
-    }
-    return ordered
+    return admissionOrder(this.#queue, this.#served, this.#turn, this.#fifo)
   }
 
   get #fifo(): boolean {
@@ -312,47 +303,95 @@ export class CapacityManager {
 
   /** Admits in order while it fits; makes room by putting idle agents to sleep. */
   async #pump(): Promise<void> {
-    if (this.#pumping) return
+    if (this.#pumping) {
+      // Room freed while a shared book was being asked: look again once this round ends.
+      this.#again = true
+      return
+    }
     this.#pumping = true
     try {
       while (this.#queue.length > 0) {
-        const { reservedMb, booting } = this.snapshot()
-        if (booting >= this.settings.bootConcurrency) return
         const head = this.#ordered()[0]
-        const fits = reservedMb + head.reservedMb <= this.settings.memoryBudgetMb
-        // An agent larger than the whole budget still runs alone rather than never.
-        const alone = this.#admitted.size === 0
-        if (fits || alone) {
+        // This instance's own books answer at once (nothing can change in between).
+        const room = this.settings.book ? await this.#hostRoom(head) : this.#room(head)
+        if (room === 'admit') {
           this.#take(head)
           continue
         }
         // A boot ahead of time never costs a running agent its container. It is the
         // head only when no interactive start waits, so it blocks nobody.
         if (head.priority === 'background' && !this.#fifo) return
-        const victim = this.admittedAgents().find(
-          (entry) => !entry.booting && !this.#evicting.has(entry.agentId)
-        )
+        const victim = room.find((agentId) => !this.#evicting.has(agentId))
         if (!victim) return
-        this.#evicting.add(victim.agentId)
+        this.#evicting.add(victim)
         this.settings.log?.('putting the least recently used agent to sleep to make room', {
-          agentId: victim.agentId,
+          agentId: victim,
           for: head.agentId,
         })
         try {
-          await this.settings.sleep(victim.agentId)
+          await this.settings.sleep(victim)
         } catch (error) {
           this.settings.log?.('could not put an agent to sleep', {
-            agentId: victim.agentId,
+            agentId: victim,
             error: (error as Error).message,
           })
           return
         } finally {
-          this.#evicting.delete(victim.agentId)
+          this.#evicting.delete(victim)
         }
-        this.#admitted.delete(victim.agentId)
+        this.#admitted.delete(victim)
       }
+    } catch (error) {
+      this.settings.log?.('boot queue: admission failed', { error: (error as Error).message })
     } finally {
       this.#pumping = false
+      if (this.#again) {
+        this.#again = false
+        void this.#pump()
+      } else this.#retryLater()
     }
+  }
+
+  /**
+   * 'admit' when the head fits (a boot slot and its memory free; alone, an
+   * agent larger than the whole budget); else the idle admitted agents
+   * that could be put to sleep for it, least recently active first (none:
+   * it waits).
+   */
+  #room(head: Waiting): 'admit' | string[] {
+    const { bootConcurrency, memoryBudgetMb } = this.settings
+    const { reservedMb, booting } = this.snapshot()
+    if (booting >= bootConcurrency) return []
+    if (reservedMb + head.reservedMb <= memoryBudgetMb || this.#admitted.size === 0) return 'admit'
+    return this.admittedAgents()
+      .filter((entry) => !entry.booting)
+      .map((entry) => entry.agentId)
+  }
+
+  /** The same from the book the host's instances share (host_book.ts). */
+  async #hostRoom(head: Waiting): Promise<'admit' | string[]> {
+    const { book, bootConcurrency, memoryBudgetMb } = this.settings
+    const verdict = await book!.admit(entryOf(head), { bootConcurrency, memoryBudgetMb })
+    return 'admitted' in verdict ? 'admit' : verdict.victims
+  }
+
+  /** Another instance of the host may free room at any time: a shared book is looked at again. */
+  #retryLater() {
+    if (!this.settings.book || this.#queue.length === 0 || this.#retry) return
+    this.#retry = setTimeout(() => {
+      this.#retry = undefined
+      void this.#pump()
+    }, BOOK_RETRY_MS)
+    this.#retry.unref()
+  }
+}
+
+/** A waiting start as the shared book knows it. */
+function entryOf(entry: Waiting): BookEntry {
+  return {
+    agentId: entry.agentId,
+    reservedMb: entry.reservedMb,
+    interactive: entry.priority === 'interactive',
+    resumes: entry.resumes,
   }
 }

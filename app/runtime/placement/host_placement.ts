@@ -14,8 +14,6 @@ export interface Supervision {
   inUse(agentId: string): boolean
   /** Its lease went to another instance (this one stalled): stop supervising, stop nothing. */
   lost(agentId: string): void
-  /** Messages and turns other instances saw for agents held here. */
-  activity(touched: string[], turns: string[]): void
 }
 
 export interface HostPlacementOptions {

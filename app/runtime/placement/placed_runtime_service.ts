@@ -22,8 +22,8 @@ import type {
 
 /** What crosses the peer link of a start's options (no abort signal). */
 function wireOptions(options: StartOptions): StartOptions {
-  const { waitReady, timeoutMs, runId, priority } = options
-  return { waitReady, timeoutMs, runId, priority }
+  const { waitReady, timeoutMs, runId, priority, askedAt } = options
+  return { waitReady, timeoutMs, runId, priority, askedAt }
 }
 
 /** A ContainerInfo that crossed the link as JSON: its date is a date again. */
@@ -70,7 +70,6 @@ export class PlacedRuntimeService extends RuntimeService {
         this.capacityManager.isAdmitted(agentId) ||
         this.plans.scheduled(agentId) !== undefined,
       lost: (agentId) => this.#forget(agentId),
-      activity: (touched, turns) => this.#activity(touched, turns),
     })
   }
 
@@ -133,7 +132,8 @@ export class PlacedRuntimeService extends RuntimeService {
   /** The views of its container this instance keeps (it holds the agent, or nobody does). */
   async #snapshotHere(agentId: string): Promise<RuntimeSnapshot> {
     const [info, view] = await Promise.all([super.status(agentId), super.containerView(agentId)])
-    return { info, view, queuePosition: super.queuePosition(agentId), phase: knownPhase(agentId) }
+    const queuePosition = await this.capacityManager.hostQueuePosition(agentId)
+    return { info, view, queuePosition, phase: knownPhase(agentId) }
   }
 
   async #stopHere(agentId: string): Promise<void> {
@@ -151,27 +151,30 @@ export class PlacedRuntimeService extends RuntimeService {
     await this.placement.release(agentId)
   }
 
+  /** Asked now (its place in the boot queue), wherever it is started. */
   override async ensureStarted(
     spec: AgentRuntimeSpec,
     options: StartOptions = {}
   ): Promise<ContainerInfo> {
+    const asked = { ...options, askedAt: options.askedAt ?? Date.now() }
     const timeoutMs = options.waitReady ? (options.timeoutMs ?? 180_000) + 10_000 : 60_000
     const info = await this.#routing.routed(
       spec.agentId,
       'ensureStarted',
-      [spec, wireOptions(options)],
-      () => super.ensureStarted(spec, options),
+      [spec, wireOptions(asked)],
+      () => super.ensureStarted(spec, asked),
       { claim: true, timeoutMs }
     )
     return revived(info)
   }
 
   override async restart(spec: AgentRuntimeSpec, options: StartOptions = {}) {
+    const asked = { ...options, askedAt: options.askedAt ?? Date.now() }
     const info = await this.#routing.routed(
       spec.agentId,
       'restart',
-      [spec, wireOptions(options)],
-      () => super.restart(spec, options),
+      [spec, wireOptions(asked)],
+      () => super.restart(spec, asked),
       { claim: true }
     )
     return revived(info)

@@ -267,8 +267,9 @@ test.group('Instances on one host (process driver): one agent, any instance', (g
     await chat(b, agentId, '__crash__').catch(() => undefined)
     await waitFor(
       async () => {
+        // A new tree: none of the old one's processes (its launcher outlives the framework a moment).
         const pids = host.agentProcesses().get(agentId) ?? []
-        return pids.length > 0 && !pids.includes(counted1.pid) ? true : undefined
+        return pids.length > 0 && !pids.some((pid) => before.pids.includes(pid)) ? true : undefined
       },
       { timeoutMs: 30_000, what: 'the crash restart' }
     )
@@ -386,4 +387,114 @@ test.group('Instances on one host (process driver): a channel connection', (grou
     assert.include(telegram.repliesTo(bot, 4242)[1].text, 'still there?')
     await holder.restart()
   }).timeout(240_000)
+})
+
+test.group('Instances on one host (process driver): one capacity book', (group) => {
+  let host: HostInstances
+  group.setup(async () => {
+    // Two fixture agents (256 MB each) fit the host's budget, a third does not; one boot at a time.
+    host = await startHostInstances(2, {
+      AGENT_MEMORY_BUDGET_MB: '600',
+      AGENT_BOOT_CONCURRENCY: '1',
+    })
+    return () => host.destroy()
+  })
+
+  test("the memory budget is the host's: a third agent waits, and a message makes room on the other instance", async ({
+    assert,
+  }) => {
+    const [a, b] = host.instances
+    const token = await host.account()
+    const running = () => [...host.agentProcesses().keys()]
+    let most = 0
+    const sampler = setInterval(() => (most = Math.max(most, running().length)), 100)
+    try {
+      // Y on b first (the least recently active), then X on a.
+      const y = await b.createFixtureAgent(token, 'Y on b')
+      await b.waitUntilRunning(token, y, 60_000)
+      const x = await a.createFixtureAgent(token, 'X on a')
+      await a.waitUntilRunning(token, x, 60_000)
+
+      // Z through a: a alone would see room for it (X and Z: 512 MB); the host has none.
+      const z = await a.createFixtureAgent(token, 'Z on a')
+      for (const instance of host.instances) {
+        await waitFor(
+          async () => {
+            const status = await instance.call(`/agents/${z}/status`, { token })
+            return status.body.data.container === 'queued' ? status.body.data : undefined
+          },
+          { timeoutMs: 20_000, what: 'Z to wait in the host queue' }
+        )
+      }
+      await new Promise((resolve) => setTimeout(resolve, 2_000))
+      assert.sameMembers(running(), [x, y], 'a pre-boot never puts an agent to sleep')
+
+      // A message for Z makes its start interactive: the host's least recently active agent
+      // (Y, on the other instance) is put to sleep for it.
+      const chatted = await a.call(`/agents/${z}/chat/stream`, {
+        method: 'POST',
+        token,
+        json: { message: 'wake up' },
+      })
+      assert.equal(chatted.status, 200)
+      await a.waitUntilRunning(token, z, 60_000)
+      const ySeen = await b.call(`/agents/${y}/status`, { token })
+      assert.equal(ySeen.body.data.container, 'sleeping')
+      assert.sameMembers(running(), [x, z])
+      assert.isAtMost(most, 2, 'never more agents than the host budget holds')
+    } finally {
+      clearInterval(sampler)
+    }
+  }).timeout(240_000)
+})
+
+test.group('Instances on one host (process driver): one boot queue', (group) => {
+  let host: HostInstances
+  group.setup(async () => {
+    host = await startHostInstances(2, { AGENT_BOOT_CONCURRENCY: '1' })
+    return () => host.destroy()
+  })
+
+  test("the boot slots are the host's: while one instance's agent boots, the other's waits, first in line", async ({
+    assert,
+  }) => {
+    const [a, b] = host.instances
+    const token = await host.account()
+    const create = async (instance: ServiceUnderFault, name: string, readyDelayMs: number) => {
+      const created = await instance.call('/agents', {
+        method: 'POST',
+        token,
+        json: { name, framework: 'fixture', config: { readyDelayMs } },
+      })
+      if (created.status !== 201) throw new Error(`create agent: ${JSON.stringify(created)}`)
+      return created.body.data.id as string
+    }
+    const phaseOf = async (instance: ServiceUnderFault, agentId: string) => {
+      const status = await instance.call(`/agents/${agentId}/status`, { token })
+      return status.body.data
+    }
+    // The first holds the host's only boot slot for 8 s (its readiness answers late).
+    const first = await create(a, 'Slow boot on a', 8_000)
+    await waitFor(
+      async () => {
+        const { phase } = await phaseOf(a, first)
+        return phase === 'booting' ? true : undefined
+      },
+      { what: 'the first agent to boot' }
+    )
+    const second = await create(b, 'Waiting on b', 0)
+    const waiting = await waitFor(
+      async () => {
+        const status = await phaseOf(a, second)
+        return status.container === 'queued' ? status : undefined
+      },
+      { timeoutMs: 10_000, what: 'the second to wait for the slot' }
+    )
+    assert.equal(waiting.queuePosition, 1)
+    const { phase } = await phaseOf(a, first)
+    assert.equal(phase, 'booting', 'the first still holds the slot')
+    await b.waitUntilRunning(token, second, 60_000)
+    const { container } = await phaseOf(b, first)
+    assert.equal(container, 'running', 'the first is running too')
+  }).timeout(180_000)
 })
