@@ -155,9 +155,11 @@ export async function archiveAgent(
   return withWorkFolder(async (folder) => {
     const snapshot = join(folder, 'snapshot')
     // The first pass while it runs; an agent not running is archived where it lies.
+    const precopyAt = performance.now()
     const precopy = (await runtime.isRunning(agent.id))
       ? await precopyAgentFolders(host, snapshot, leftOut)
       : undefined
+    const precopyMs = Math.round(performance.now() - precopyAt)
     const fixed = await agentLifecycle.withAgentQuiet<Fixed | { written: WrittenArchive }>(
       agent.id,
       async (how) => {
@@ -170,12 +172,19 @@ export async function archiveAgent(
         const skipped = whole ? whole.skipped : await settleAgentFolders(host, precopy!, leftOut)
         const frozenMs = Math.round(performance.now() - frozenAt)
         const copyMs = Math.round(performance.now() - copyAt)
-        logger.info({ agentId: agent.id, frozenMs, copyMs }, 'backups: agent frozen for the copy')
+        logger.info(
+          { agentId: agent.id, precopyMs, frozenMs, copyMs },
+          'backups: agent frozen for the copy'
+        )
         return { documents, folders: { snapshot, skipped } }
       },
       { freeze: true }
     )
     if ('written' in fixed) return fixed.written
-    return packArchive(agent, target, { ...fixed, leftOut }, options)
+    const packAt = performance.now()
+    const written = await packArchive(agent, target, { ...fixed, leftOut }, options)
+    const packMs = Math.round(performance.now() - packAt)
+    logger.info({ agentId: agent.id, packMs, bytes: written.size }, 'backups: archive packed')
+    return written
   })
 }
