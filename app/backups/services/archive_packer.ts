@@ -14,8 +14,9 @@ import type { ArchiveInput, WrittenArchive } from '#backups/services/archive_wri
  * gets what the service (0) and the agents (10) leave: on an idle host all
  * of a core, on a busy one a backup takes longer and nobody's answers do.
  * `nice` sets it before the process starts, so every thread of it (the
- * compression pool too) inherits it; setpriv's pdeathsig ends it with a
- * service killed mid-backup.
+ * compression pool too) inherits it, and `chrt --idle` its scheduling
+ * class (SCHED_IDLE: any other task waking up takes the CPU from it at
+ * once); setpriv's pdeathsig ends it with a service killed mid-backup.
  *
  * Where the kernel groups tasks by session for fairness (autogroup,
  * `/proc/sys/kernel/sched_autogroup_enabled`), niceness only orders tasks
@@ -27,6 +28,7 @@ import type { ArchiveInput, WrittenArchive } from '#backups/services/archive_wri
 const PACKER_NICENESS = 19
 const NICE = '/usr/bin/nice'
 const SETPRIV = '/usr/bin/setpriv'
+const CHRT = '/usr/bin/chrt'
 const here = fileURLToPath(import.meta.url)
 /** The entry beside this module: `.ts` from source (run through ts-exec), `.js` in a build. */
 const entry = here.replace(/archive_packer\.(ts|js)$/, 'pack_process.$1')
@@ -44,6 +46,7 @@ export type PackPriority = 'background' | 'interactive'
 function command(niceness: number): [string, string[]] {
   let argv = [process.execPath, ...loader, entry]
   if (existsSync(NICE)) argv = [NICE, '-n', String(niceness), ...argv]
+  if (niceness > 0 && existsSync(CHRT)) argv = [CHRT, '--idle', '0', ...argv]
   if (existsSync(SETPRIV)) argv = [SETPRIV, '--pdeathsig', 'KILL', '--', ...argv]
   return [argv[0], argv.slice(1)]
 }
