@@ -43,9 +43,13 @@ const intervalMs = Number(values['interval-ms'])
 const baselineMs = Number(values['baseline-secs']) * 1000
 const MAX_IN_FLIGHT = 4
 const MB = 1024 * 1024
+const fmt = (value: number | undefined) =>
+  value === undefined || !Number.isFinite(value) ? '-' : value.toFixed(1)
 
 interface Answer {
   ms: number
+  /** When it was due, ms from the start of its window. */
+  at: number
   /** HTTP status, or the error of a request that got none. */
   status: number | string
   /** Answered by the agent's own container (the fixture), not the hosted fallback. */
@@ -121,7 +125,8 @@ async function chatLoad(
         (answer) => {
           answers.push({
             ms: performance.now() - due,
-            status: answer.status,
+            at: due - start,
+            status: answer.status === 200 ? 200 : `${answer.status} ${answer.body?.error ?? ''}`,
             ok: answer.status === 200,
             byContainer: answer.body?.data?.model === 'fixture',
           })
@@ -129,6 +134,7 @@ async function chatLoad(
         (error: Error) => {
           answers.push({
             ms: performance.now() - due,
+            at: due - start,
             status: error.message,
             ok: false,
             byContainer: false,
@@ -162,16 +168,28 @@ const service = await startBenchService('backup', {
 })
 
 /** The freeze of each backup and its raw copy, from the service's log ('agent frozen for the copy'). */
-function frozenMsLogged(): Array<{ frozenMs: number; copyMs: number }> {
+function frozenMsLogged(): Array<{ frozenMs: number; copyMs: number; precopyMs: number }> {
+  const number = (line: string, key: string) =>
+    Number(new RegExp(`"${key}":(\\d+)`).exec(line)?.[1])
   return service
     .output()
     .split('\n')
     .filter((line) => line.includes('agent frozen for the copy'))
     .map((line) => ({
-      frozenMs: Number(/"frozenMs":(\d+)/.exec(line)?.[1]),
-      copyMs: Number(/"copyMs":(\d+)/.exec(line)?.[1]),
+      precopyMs: number(line, 'precopyMs'),
+      frozenMs: number(line, 'frozenMs'),
+      copyMs: number(line, 'copyMs'),
     }))
     .filter((entry) => Number.isFinite(entry.frozenMs))
+}
+
+/** How long the packer took for each backup ('backups: archive packed'). */
+function packMsLogged(): number[] {
+  return service
+    .output()
+    .split('\n')
+    .filter((line) => line.includes('backups: archive packed'))
+    .map((line) => Number(/"packMs":(\d+)/.exec(line)?.[1]))
 }
 try {
   const token = await service.account()
@@ -199,6 +217,8 @@ try {
 
   const quiet: Answer[] = []
   const during: Answer[] = []
+  /** Each backup's answers, for the phases the service's log marks. */
+  const windows: Answer[][] = []
   const backups: Array<{ secs: number; size: number; id: string; containerAfter?: string }> = []
   for (let run = 1; run <= runs; run++) {
     const order = run % 2 === 1 ? ['quiet', 'backup'] : ['backup', 'quiet']
@@ -223,8 +243,10 @@ try {
           id: made.body.data.id,
         }
       })()
-      during.push(...(await chatLoad(service, apiKey, agentId, backup)))
+      const answers = await chatLoad(service, apiKey, agentId, backup)
       await backup
+      during.push(...answers)
+      windows.push(answers)
       backups.push({ ...finished!, containerAfter: await containerOf(service, token, agentId) })
       console.error(
         `run ${run}: backup ${finished!.secs.toFixed(2)} s, ${(finished!.size / MB).toFixed(1)} MB`
@@ -269,7 +291,32 @@ try {
       max: Math.max(...ms),
     }
   }
-  const latency = [row('no backup running', quiet), row('during a backup', during)]
+  // The backup's phases, from the service's log (its window starts with the POST).
+  const phases = frozenMsLogged()
+  const inPhase = (
+    test: (answer: Answer, phase: ReturnType<typeof frozenMsLogged>[0]) => boolean
+  ) =>
+    windows.flatMap((answers, index) =>
+      phases[index] ? answers.filter((answer) => test(answer, phases[index])) : []
+    )
+  const frozenUntil = (phase: ReturnType<typeof frozenMsLogged>[0]) =>
+    phase.precopyMs + phase.frozenMs + 100
+  const latency = [
+    row('no backup running', quiet),
+    row('during a backup', during),
+    row(
+      '- while it copied first',
+      inPhase((answer, phase) => answer.at < phase.precopyMs)
+    ),
+    row(
+      '- due while frozen (+100 ms)',
+      inPhase((answer, phase) => answer.at >= phase.precopyMs && answer.at < frozenUntil(phase))
+    ),
+    row(
+      '- while it packed',
+      inPhase((answer, phase) => answer.at >= frozenUntil(phase))
+    ),
+  ]
   const secs = backups.map((backup) => backup.secs)
   const sizeMb = backups.at(-1)!.size / MB
   const summary = {
@@ -284,6 +331,7 @@ try {
     restoreSecs,
     restoreToAnswerSecs,
     frozenMs: frozenMsLogged(),
+    packMs: packMsLogged(),
     latency,
   }
   if (values.json) {
@@ -299,7 +347,13 @@ try {
     )
     console.log(`| archive size | ${sizeMb.toFixed(1)} MB |`)
     console.log(
-      `| agent frozen, each backup (of which the raw copy; service's log) | ${summary.frozenMs.map((entry) => `${entry.frozenMs} (${entry.copyMs}) ms`).join(', ') || 'never (no freezer: put to sleep)'} |`
+      `| first copy, agent running, each backup (service's log) | ${summary.frozenMs.map((entry) => `${entry.precopyMs} ms`).join(', ')} |`
+    )
+    console.log(
+      `| agent frozen, each backup (of which the second copy) | ${summary.frozenMs.map((entry) => `${entry.frozenMs} (${entry.copyMs}) ms`).join(', ') || 'never (no freezer: put to sleep)'} |`
+    )
+    console.log(
+      `| packing (hash, gzip) at niceness 19, each backup | ${summary.packMs.map((ms) => `${ms} ms`).join(', ')} |`
     )
     console.log(
       `| agent's container right after each backup | ${summary.containerAfterBackup.join(', ')} |`
@@ -317,11 +371,16 @@ try {
     console.log('|---|---|---|---|---|---|---|')
     for (const entry of latency) {
       console.log(
-        `| ${entry.name} | ${entry.answers} | ${entry.byContainer} | ${entry.failed} | ${entry.p50.toFixed(1)} | ${entry.p99.toFixed(1)} | ${entry.max.toFixed(1)} |`
+        `| ${entry.name} | ${entry.answers} | ${entry.byContainer} | ${entry.failed} | ${fmt(entry.p50)} | ${fmt(entry.p99)} | ${fmt(entry.max)} |`
       )
     }
     const failures = latency.flatMap((entry) => entry.failures)
     if (failures.length) console.log(`\nfailed chats: ${failures.join(', ')}`)
+    const fallbacks = service
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('the container failed'))
+    for (const line of fallbacks) console.log(`service: ${line.slice(0, 400)}`)
   }
 } finally {
   await service.stop()

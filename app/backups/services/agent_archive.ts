@@ -8,7 +8,7 @@ import { decryptSecrets } from '#agents/services/config_secrets'
 import { agentLifecycle } from '#agents/services/agent_lifecycle'
 import { ARCHIVE_FORMAT, FORMAT_VERSION } from '#backups/services/archive_format'
 import type { FolderSource, WrittenArchive } from '#backups/services/archive_writer'
-import { packApart } from '#backups/services/archive_packer'
+import { packApart, type PackPriority } from '#backups/services/archive_packer'
 import { collectDocuments } from '#backups/services/agent_data'
 import { precopyAgentFolders, settleAgentFolders } from '#backups/services/folder_snapshot'
 import { withWorkFolder } from '#backups/services/backup_store'
@@ -55,35 +55,41 @@ async function packArchive(
   agent: Agent,
   target: string,
   fixed: Fixed & { leftOut: string[] },
-  options: ArchiveOptions
+  options: ArchiveOptions & { priority?: PackPriority }
 ): Promise<WrittenArchive> {
   const plugin = await frameworkPlugin(agent.framework)
-  return packApart(target, {
-    folders: fixed.folders,
-    leftOut: fixed.leftOut,
-    documents: fixed.documents,
-    manifest: {
-      format: ARCHIVE_FORMAT,
-      formatVersion: FORMAT_VERSION,
-      createdAt: new Date().toISOString(),
-      framework: { name: plugin.name, version: plugin.version },
-      agent: { id: agent.id, name: agent.name },
-      secrets: options.includeSecrets ? 'encrypted' : 'omitted',
-      install: options.includeSecrets ? installId() : null,
-      contents: ARCHIVE_CONTENTS,
+  return packApart(
+    target,
+    {
+      folders: fixed.folders,
+      leftOut: fixed.leftOut,
+      documents: fixed.documents,
+      manifest: {
+        format: ARCHIVE_FORMAT,
+        formatVersion: FORMAT_VERSION,
+        createdAt: new Date().toISOString(),
+        framework: { name: plugin.name, version: plugin.version },
+        agent: { id: agent.id, name: agent.name },
+        secrets: options.includeSecrets ? 'encrypted' : 'omitted',
+        install: options.includeSecrets ? installId() : null,
+        contents: ARCHIVE_CONTENTS,
+      },
     },
-  })
+    options.priority
+  )
 }
 
 /**
  * Writes the archive of `agent` to `target` from its folders as they are.
- * The caller holds its quiet window with the container down (a restore's
- * pre-restore backup), so folders and rows are of one moment.
+ * The caller holds its quiet window with the container down (an agent
+ * asleep; a restore's pre-restore backup, which it packs `interactive`:
+ * the agent is down until it is done), so folders and rows are of one
+ * moment.
  */
 export async function archiveAtRest(
   agent: Agent,
   target: string,
-  options: ArchiveOptions,
+  options: ArchiveOptions & { priority?: PackPriority },
   host: HostFolders
 ) {
   const leftOut = await renderedSecrets(agent)
@@ -155,9 +161,11 @@ export async function archiveAgent(
   return withWorkFolder(async (folder) => {
     const snapshot = join(folder, 'snapshot')
     // The first pass while it runs; an agent not running is archived where it lies.
+    const precopyAt = performance.now()
     const precopy = (await runtime.isRunning(agent.id))
       ? await precopyAgentFolders(host, snapshot, leftOut)
       : undefined
+    const precopyMs = Math.round(performance.now() - precopyAt)
     const fixed = await agentLifecycle.withAgentQuiet<Fixed | { written: WrittenArchive }>(
       agent.id,
       async (how) => {
@@ -170,12 +178,19 @@ export async function archiveAgent(
         const skipped = whole ? whole.skipped : await settleAgentFolders(host, precopy!, leftOut)
         const frozenMs = Math.round(performance.now() - frozenAt)
         const copyMs = Math.round(performance.now() - copyAt)
-        logger.info({ agentId: agent.id, frozenMs, copyMs }, 'backups: agent frozen for the copy')
+        logger.info(
+          { agentId: agent.id, precopyMs, frozenMs, copyMs },
+          'backups: agent frozen for the copy'
+        )
         return { documents, folders: { snapshot, skipped } }
       },
       { freeze: true }
     )
     if ('written' in fixed) return fixed.written
-    return packArchive(agent, target, { ...fixed, leftOut }, options)
+    const packAt = performance.now()
+    const written = await packArchive(agent, target, { ...fixed, leftOut }, options)
+    const packMs = Math.round(performance.now() - packAt)
+    logger.info({ agentId: agent.id, packMs, bytes: written.size }, 'backups: archive packed')
+    return written
   })
 }

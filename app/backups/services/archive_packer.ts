@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { unlink } from 'node:fs/promises'
+import { unlink, writeFile } from 'node:fs/promises'
 import { setPriority } from 'node:os'
 import { text } from 'node:stream/consumers'
 import { fileURLToPath } from 'node:url'
@@ -14,12 +14,21 @@ import type { ArchiveInput, WrittenArchive } from '#backups/services/archive_wri
  * gets what the service (0) and the agents (10) leave: on an idle host all
  * of a core, on a busy one a backup takes longer and nobody's answers do.
  * `nice` sets it before the process starts, so every thread of it (the
- * compression pool too) inherits it; setpriv's pdeathsig ends it with a
- * service killed mid-backup.
+ * compression pool too) inherits it, and `chrt --idle` its scheduling
+ * class (SCHED_IDLE: any other task waking up takes the CPU from it at
+ * once); setpriv's pdeathsig ends it with a service killed mid-backup.
+ *
+ * Where the kernel groups tasks by session for fairness (autogroup,
+ * `/proc/sys/kernel/sched_autogroup_enabled`), niceness only orders tasks
+ * within a group, and the packer's CPU would count against the service's
+ * own group's share: the service would then wait behind other sessions'
+ * work while the packer ran. So it runs in a session of its own, whose
+ * group is given niceness 19 too (`/proc/<pid>/autogroup`).
  */
 const PACKER_NICENESS = 19
 const NICE = '/usr/bin/nice'
 const SETPRIV = '/usr/bin/setpriv'
+const CHRT = '/usr/bin/chrt'
 const here = fileURLToPath(import.meta.url)
 /** The entry beside this module: `.ts` from source (run through ts-exec), `.js` in a build. */
 const entry = here.replace(/archive_packer\.(ts|js)$/, 'pack_process.$1')
@@ -27,28 +36,48 @@ const loader = here.endsWith('.ts') ? ['--import', '@poppinss/ts-exec'] : []
 /** The app's root: bare specifiers (the loader) resolve from its node_modules. */
 const root = fileURLToPath(new URL('../../../', import.meta.url))
 
-function command(): [string, string[]] {
+/**
+ * `background`: niceness 19 (a backup: the agent runs on). `interactive`:
+ * 0 (a restore's pre-restore backup: the agent is down and its owner
+ * waits), still in a session of its own, so not on the service's account.
+ */
+export type PackPriority = 'background' | 'interactive'
+
+function command(niceness: number): [string, string[]] {
   let argv = [process.execPath, ...loader, entry]
-  if (existsSync(NICE)) argv = [NICE, '-n', String(PACKER_NICENESS), ...argv]
+  if (existsSync(NICE)) argv = [NICE, '-n', String(niceness), ...argv]
+  if (niceness > 0 && existsSync(CHRT)) argv = [CHRT, '--idle', '0', ...argv]
   if (existsSync(SETPRIV)) argv = [SETPRIV, '--pdeathsig', 'KILL', '--', ...argv]
   return [argv[0], argv.slice(1)]
 }
 
+/** Its autogroup's niceness (where there are autogroups), and its own where `nice` was missing. */
+async function lowerPriority(pid: number, niceness: number): Promise<void> {
+  await writeFile(`/proc/${pid}/autogroup`, String(niceness)).catch(() => undefined)
+  if (existsSync(NICE)) return
+  try {
+    setPriority(pid, niceness)
+  } catch {
+    // Exited already: its exit code says why.
+  }
+}
+
 /** Writes the archive of `input` to `target` (writeArchive) in the packer's process. */
-export async function packApart(target: string, input: ArchiveInput): Promise<WrittenArchive> {
-  const [file, args] = command()
+export async function packApart(
+  target: string,
+  input: ArchiveInput,
+  priority: PackPriority = 'background'
+): Promise<WrittenArchive> {
+  const niceness = priority === 'background' ? PACKER_NICENESS : 0
+  const [file, args] = command(niceness)
   const child = spawn(file, args, {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', NODE_ENV: process.env.NODE_ENV ?? 'production' },
     stdio: ['pipe', 'pipe', 'pipe'],
+    // Its own session, so its own autogroup (above).
+    detached: true,
   })
-  if (!existsSync(NICE) && child.pid) {
-    try {
-      setPriority(child.pid, PACKER_NICENESS)
-    } catch {
-      // Exited already: its exit code says why.
-    }
-  }
+  if (child.pid) await lowerPriority(child.pid, niceness)
   const exited = new Promise<number | null>((resolve, reject) => {
     child.once('error', reject)
     child.once('close', resolve)

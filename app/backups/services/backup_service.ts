@@ -229,7 +229,7 @@ export async function restoreBackup(agent: Agent, backupId: unknown) {
           refuseArchive(`it is of a ${document.framework} agent, this one is ${agent.framework}`)
         }
         const archived = clearConfigOf(manifest, document.config)
-        const atRest = { includeSecrets: false }
+        const atRest = { includeSecrets: false, priority: 'interactive' as const }
         const saved = await storeBackup(agent, 'pre-restore', atRest, (target) =>
           archiveAtRest(agent, target, atRest, host)
         )

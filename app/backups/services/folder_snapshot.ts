@@ -118,7 +118,8 @@ async function pass(
           if (there && !there.isDirectory()) await unlink(path)
           if (!there?.isDirectory()) await mkdir(path)
           // Exactly the agent's bits (mkdir's are masked by the umask); the service runs as root.
-          await chmod(path, mode)
+          // Unchanged, nothing is written: a frozen pass makes no metadata write it can avoid.
+          if (!there?.isDirectory() || (there.mode & 0o777) !== mode) await chmod(path, mode)
           return path
         },
         file: async (name, entry, handle, info, parent) => {
