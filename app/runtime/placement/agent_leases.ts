@@ -1,6 +1,7 @@
 import { hostname } from 'node:os'
 import db from '@adonisjs/lucid/services/db'
 import { holderIsGone, INSTANCE_ID } from '#core/jobs/instance'
+import { claimLease } from '#runtime/services/runtime_lease'
 
 const PREFIX = 'agent:'
 
@@ -30,17 +31,8 @@ export class AgentLeases {
    */
   async claim(agentId: string): Promise<{ held: true } | { held: false; holder: string }> {
     const name = `${PREFIX}${agentId}`
-    const result = await db.rawQuery(
-      `insert into runtime_leases (name, holder, expires_at)
-       values (?, ?, now() + (? * interval '1 millisecond'))
-       on conflict (name) do update
-         set holder = excluded.holder, expires_at = excluded.expires_at
-         where runtime_leases.holder = excluded.holder or runtime_leases.expires_at < now()
-            or runtime_leases.holder = any(?::text[])
-       returning holder`,
-      [name, this.holder, AGENT_LEASE_MS, await this.#deadHolders()]
-    )
-    if (result.rows.length > 0) {
+    // The same one-statement upsert as every other lease (runtime_lease.ts).
+    if (await claimLease(name, this.holder, AGENT_LEASE_MS)) {
       this.held.add(agentId)
       this.#changedAt.set(agentId, Date.now())
       return { held: true }
@@ -160,15 +152,5 @@ export class AgentLeases {
     return rows
       .filter((row) => new Date(row.expires_at) < new Date() || holderIsGone(row.holder))
       .map((row) => String(row.name).slice(PREFIX.length))
-  }
-
-  /** Holders of agent leases on this host whose process is gone. */
-  async #deadHolders(): Promise<string[]> {
-    const rows = await db
-      .from('runtime_leases')
-      .whereRaw(`split_part(holder, ':', 1) = ?`, [hostname()])
-      .whereNot('holder', this.holder)
-      .distinct('holder')
-    return rows.map((row) => row.holder as string).filter(holderIsGone)
   }
 }
