@@ -89,6 +89,8 @@ export default defineConfig({
     { pattern: 'skills/**/SKILL.md', reloadServer: true },
     // Compiled at run time with gcc (app/runtime/process/file_identities.ts).
     { pattern: 'app/runtime/process/*.c', reloadServer: false },
+    // Preloaded as it is into agents' Node.js processes (app/runtime/process/own_randomness.ts).
+    { pattern: 'app/runtime/process/*.cjs', reloadServer: false },
   ],
 
   hooks: {},

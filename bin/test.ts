@@ -22,6 +22,8 @@ process.env.SIGNUPS_PER_CLIENT_PER_DAY ??= '1000000'
 process.env.PASSWORD_HASH_COST ??= '16384'
 
 import 'reflect-metadata'
+import { readFileSync } from 'node:fs'
+import { matchesGlob } from 'node:path'
 import { Ignitor, prettyPrintError } from '@adonisjs/core'
 import { configure, processCLIArgs, run } from '@japa/runner'
 import { prepareRuntimeEnvironment } from '#core/bootstrap/runtime_environment'
@@ -40,6 +42,26 @@ const runtime = await prepareRuntimeEnvironment(APP_ROOT, {
   log: (m) => console.error(m),
 })
 
+type Suites = { name: string; files: string | string[] }[]
+
+/**
+ * A shard of bin/test_parallel.ts runs only its files (TEST_SHARD_FILES: a
+ * file listing them, one a line), each in the suite whose globs match it.
+ */
+function shardSuites<T extends Suites>(suites: T): T {
+  if (!process.env.TEST_SHARD_FILES) return suites
+  const files = readFileSync(process.env.TEST_SHARD_FILES, 'utf8').split('\n').filter(Boolean)
+  return suites
+    .map((suite) => {
+      const globs = Array.isArray(suite.files) ? suite.files : [suite.files]
+      return {
+        ...suite,
+        files: files.filter((file) => globs.some((glob) => matchesGlob(file, glob))),
+      }
+    })
+    .filter((suite) => suite.files.length > 0) as T
+}
+
 new Ignitor(APP_ROOT, { importer: IMPORTER })
   .tap((app) => {
     app.booting(async () => {
@@ -55,6 +77,7 @@ new Ignitor(APP_ROOT, { importer: IMPORTER })
     processCLIArgs(process.argv.splice(2))
     configure({
       ...app.rcFile.tests,
+      suites: shardSuites(app.rcFile.tests.suites),
       ...config,
       ...{
         setup: runnerHooks.setup,
@@ -62,7 +85,19 @@ new Ignitor(APP_ROOT, { importer: IMPORTER })
       },
     })
   })
-  .run(() => run())
+  .run(async () => {
+    await run()
+    // Everything is reported and torn down by now. Something a test left open (a socket, a
+    // timer) kept some shard processes alive for a minute and more: say what, and end.
+    setTimeout(() => {
+      console.error(
+        `test process: still running 5 s after the run, ended; open: ${process
+          .getActiveResourcesInfo()
+          .join(', ')}`
+      )
+      process.exit()
+    }, 5_000).unref()
+  })
   .catch(async (error) => {
     process.exitCode = 1
     prettyPrintError(error)

@@ -90,7 +90,8 @@ export default class RuntimeProvider {
     const registry = await this.app.container.make(PluginRegistry)
     const plugins = registry.frameworks()
     const logger = await this.app.container.make('logger')
-    runtime.prepareFrameworks(plugins).catch((error) => {
+    const { newAgentSpec } = await import('#agents/services/runtime_spec')
+    runtime.prepareFrameworks(plugins, newAgentSpec).catch((error) => {
       logger.warn({ err: error }, 'runtime: preparing the frameworks failed')
     })
   }

@@ -38,6 +38,8 @@ export interface AgentPaths extends AgentFolders {
   credentialsFile: string
   /** The CRIU checkpoint of a sleeping agent (process driver). */
   checkpoint: string
+  /** Its first start's images, linked to the template they were made of (process driver). */
+  templateCopy: string
   /** The root folder of its root-layout sandbox, and the account files of the other layout. */
   sandboxRoot: string
   sandboxEtc: string
@@ -71,6 +73,7 @@ export function agentPaths(agentsDir: string, agentId: string): AgentPaths {
     recordFile: join(runtime, 'process.json'),
     credentialsFile: join(runtime, 'credentials.json'),
     checkpoint: join(runtime, 'checkpoint'),
+    templateCopy: join(runtime, 'template-copy'),
     sandboxRoot: join(runtime, 'sandbox-root'),
     sandboxEtc: join(runtime, 'sandbox-etc'),
     xdgConfig: join(home, '.config'),

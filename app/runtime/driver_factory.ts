@@ -1,3 +1,4 @@
+import { existsSync, realpathSync } from 'node:fs'
 import { join } from 'node:path'
 import { ServiceUnavailableException } from '#core/exceptions/api_exceptions'
 import { DockerDriver, type ImageSource } from '#runtime/docker/docker_driver'
@@ -24,9 +25,15 @@ export interface DriverSettings {
   appKey?: string
 }
 
-/** Where agents live (`<agentsDir>/<id>/`) and the framework cache (`<storage>/runtime/`). */
+/**
+ * Where agents live (`<agentsDir>/<id>/`) and the framework cache (`<storage>/runtime/`). A
+ * `runtime` that links to a cache of another storage (one install for several: the parallel
+ * test shards, bench/density) is named by its real path, the one a sandbox binds and an
+ * install writes into its venv's scripts: its link path is not inside an agent's sandbox.
+ */
 export function runtimeFolders(storageDir: string, agentsDir = join(storageDir, 'agents')) {
-  return { agentsDir, cacheDir: join(storageDir, 'runtime') }
+  const cacheDir = join(storageDir, 'runtime')
+  return { agentsDir, cacheDir: existsSync(cacheDir) ? realpathSync(cacheDir) : cacheDir }
 }
 
 /** The container driver AGENT_RUNTIME names. */

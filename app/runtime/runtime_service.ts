@@ -12,6 +12,7 @@ import { recoverAgents, type RecoverOptions, type RecoveryResult } from '#runtim
 import type { RuntimeServiceOptions, StartOptions } from '#runtime/runtime_service_types'
 import type {
   AgentRuntimeSpec,
+  NewAgentSpec,
   ContainerChatChunk,
   ContainerChatReply,
   ContainerChatRequest,
@@ -186,8 +187,8 @@ export class RuntimeService extends RuntimeBooks {
    * Installs and warms every framework ahead of any agent, where the driver
    * can (the process driver); called in the background at service start.
    */
-  async prepareFrameworks(plugins: FrameworkPlugin[]): Promise<void> {
-    await this.driver.prepareFrameworks?.(plugins)
+  async prepareFrameworks(plugins: FrameworkPlugin[], newAgentSpec?: NewAgentSpec) {
+    await this.driver.prepareFrameworks?.(plugins, newAgentSpec)
   }
 
   /** Stops then starts it with a freshly rendered config; the container id changes. */

@@ -37,6 +37,9 @@ export interface AgentRuntimeSpec {
   skills?: AgentSkillFile[]
 }
 
+/** What a new agent of the plugin's framework with the default config starts with. */
+export type NewAgentSpec = (plugin: FrameworkPlugin) => AgentRuntimeSpec
+
 /**
  * Where a container stands.
  * - `starting`: launched, restarting after a crash is `restarting`;
@@ -209,8 +212,10 @@ export interface ContainerDriver {
   /**
    * Installs and warms these frameworks on this host ahead of any agent
    * (service start, in the background): a first create then boots at once.
+   * `newAgentSpec`: what a new agent with the default config starts with
+   * (a template is built ahead of it, where the driver uses templates).
    */
-  prepareFrameworks?(plugins: FrameworkPlugin[]): Promise<void>
+  prepareFrameworks?(plugins: FrameworkPlugin[], newAgentSpec?: NewAgentSpec): Promise<void>
 
   /** Stops it and deletes its container, volume and folder. Irreversible. */
   remove(agentId: string): Promise<void>

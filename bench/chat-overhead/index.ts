@@ -246,6 +246,8 @@ function startServer(cwd: string, port: number, flags: string[] = []) {
       MODEL_API_KEY: 'sk-bench',
       MODEL_NAME: 'bench-model',
       PERIODIC_JOBS: 'false',
+      // No agent runs here: no framework install or template build competes for the CPU.
+      AGENT_PREPARE_FRAMEWORKS: 'off',
     },
     stdio: ['ignore', 'inherit', 'inherit'],
   })

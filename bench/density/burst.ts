@@ -13,6 +13,10 @@
  *   `started` lines of the runtime);
  * - CPU-seconds of each agent's process tree when it was first seen served;
  * - an unrelated account's first agent: create -> container-served, p50 / p95.
+ * Before the clock starts, each order's fresh server serves one agent of
+ * its own (`--warm`, the default): its framework's template is built and
+ * its files are read once, as on a host already in service; `--no-warm`
+ * leaves that build to the burst (the first agent waits for it).
  * The fixture framework (default) boots in `--boot-ms` (its readiness
  * answers that late; the boot slot is held as long), so the queue behaves
  * as with a real framework at a fraction of the CPU.
@@ -41,9 +45,12 @@ export interface BurstOptions {
   bootMinutes: number
   /** The orders run, in this order (default fair then fifo; swapped to check the host's drift). */
   orders: Order[]
+  /** One agent served before the burst, so its template is built (default true). */
+  warm: boolean
 }
 
-export type Order = 'fair' | 'fifo'
+/** `fair-whole`: the fair queue with whole checkpoints (AGENT_CHECKPOINT_DELTA=off), the deltas' baseline. */
+export type Order = 'fair' | 'fifo' | 'fair-whole'
 
 interface Tracked {
   id: string
@@ -57,6 +64,8 @@ interface Tracked {
 
 interface BurstResult {
   order: Order
+  /** The warm-up agent's create -> served (undefined: no warm-up). */
+  warmUpSecs?: number
   created: number
   served: number
   allServedSecs: number
@@ -86,13 +95,27 @@ async function observe(bench: BenchServer, agent: Tracked): Promise<void> {
   }
 }
 
-/** Launches of the agent's container, from its runtime log: restored vs booted cold. */
+/** Watches the agent until its container serves it or `deadline` passes; true when served. */
+async function untilServed(bench: BenchServer, agent: Tracked, deadline: number, pauseMs: number) {
+  while (!agent.servedAt && Date.now() < deadline) {
+    await observe(bench, agent)
+    if (!agent.servedAt) await sleep(pauseMs)
+  }
+  return agent.servedAt !== undefined
+}
+
+/**
+ * Launches of the agent's container, from its runtime log: restored (from a
+ * checkpoint, or from its framework's template) vs booted cold.
+ */
 function launches(bench: BenchServer, agentId: string): { restored: number; cold: number } {
   const log = agentPaths(join(bench.storage, 'agents'), agentId).logFile
   const text = existsSync(log) ? readFileSync(log, 'utf8') : ''
+  const started = [...text.matchAll(/^\[runtime [^\]]+\] started (.*)$/gm)].map((m) => m[1])
+  const fromTemplate = started.filter((line) => line.includes(' from its template ')).length
   return {
-    restored: [...text.matchAll(/^\[runtime [^\]]+\] restored /gm)].length,
-    cold: [...text.matchAll(/^\[runtime [^\]]+\] started /gm)].length,
+    restored: [...text.matchAll(/^\[runtime [^\]]+\] restored /gm)].length + fromTemplate,
+    cold: started.length - fromTemplate,
   }
 }
 
@@ -126,26 +149,53 @@ async function createAndMessage(
   return agent
 }
 
+/**
+ * One agent of an account of its own, served and then deleted: the
+ * framework's template is built and its files are in the page cache, as
+ * on a host that has served agents before. Seconds it took.
+ */
+async function warmUp(bench: BenchServer, account: Account, options: BurstOptions) {
+  const started = Date.now()
+  const agent = await createAndMessage(bench, account, 'Warm-up', options)
+  if (!agent) throw new Error('the warm-up agent could not be created')
+  if (!(await untilServed(bench, agent, started + options.bootMinutes * 60_000, 500))) {
+    throw new Error('the warm-up agent was not served in time')
+  }
+  const removed = await bench.call(`/agents/${agent.id}`, {
+    method: 'DELETE',
+    token: account.jwt,
+  })
+  if (removed.status >= 300) throw new Error(`deleting the warm-up agent: ${removed.status}`)
+  return (Date.now() - started) / 1000
+}
+
 async function burstRun(order: Order, options: BurstOptions): Promise<BurstResult> {
   console.error(`[burst] ${order}: starting the server`)
   const bench = await startBenchServer(options.framework, {
-    AGENT_BOOT_QUEUE: order,
+    AGENT_BOOT_QUEUE: order === 'fifo' ? 'fifo' : 'fair',
+    AGENT_CHECKPOINT_DELTA: order === 'fair-whole' ? 'off' : 'on',
     AGENT_BOOT_CONCURRENCY: options.bootConcurrency,
     // Nobody sleeps during the run: every launch is the agent's first.
     AGENT_IDLE_SLEEP_SECS: '86400',
   })
   try {
-    console.error(`[burst] ${order}: signing up ${options.accounts + options.probes} accounts`)
-    const accounts: Account[] = []
-    const probeAccounts: Account[] = []
+    const signUps = options.accounts + options.probes + (options.warm ? 1 : 0)
+    console.error(`[burst] ${order}: signing up ${signUps} accounts`)
+    const signedUp: Account[] = []
     await pool(
-      Array.from({ length: options.accounts + options.probes }, (_, i) => i + 1),
+      Array.from({ length: signUps }, (_, i) => i),
       options.concurrency,
       async (i) => {
-        const account = await signUp(bench, i)
-        ;(i <= options.accounts ? accounts : probeAccounts).push(account)
+        signedUp[i] = await signUp(bench, i + 1)
       }
     )
+    const accounts = signedUp.slice(0, options.accounts)
+    const probeAccounts = signedUp.slice(options.accounts, options.accounts + options.probes)
+    let warmUpSecs: number | undefined
+    if (options.warm) {
+      console.error(`[burst] ${order}: serving one agent first (its template is built)`)
+      warmUpSecs = await warmUp(bench, signedUp[signUps - 1], options)
+    }
     // Several agents per burst account (founding_member holds 10).
     await bench.query(`update users set tier = 'founding_member' where email = any($1)`, [
       accounts.map((account) => account.email),
@@ -165,21 +215,14 @@ async function burstRun(order: Order, options: BurstOptions): Promise<BurstResul
     // Probe i starts once i/(probes+1) of the burst is served: spread over it in both orders.
     // Each is watched on its own, so a slow one does not push the next past the burst.
     const probing = (async () => {
-      const watching: Promise<void>[] = []
+      const watching: Promise<boolean>[] = []
       for (let i = 0; i < probeAccounts.length; i++) {
         const due = Math.floor((i * options.agents) / (probeAccounts.length + 1))
         while (burst.filter((agent) => agent.servedAt).length < due) await sleep(200)
         const agent = await createAndMessage(bench, probeAccounts[i], `Probe ${i}`, options)
         if (!agent) continue
         probes.push(agent)
-        watching.push(
-          (async () => {
-            while (!agent.servedAt && Date.now() - started < options.bootMinutes * 60_000) {
-              await observe(bench, agent)
-              if (!agent.servedAt) await sleep(250)
-            }
-          })()
-        )
+        watching.push(untilServed(bench, agent, started + options.bootMinutes * 60_000, 250))
       }
       await Promise.all(watching)
     })()
@@ -216,6 +259,7 @@ async function burstRun(order: Order, options: BurstOptions): Promise<BurstResul
     )
     return {
       order,
+      warmUpSecs,
       created: burst.length,
       served: served.length,
       allServedSecs,
@@ -246,6 +290,10 @@ export async function runBurst(options: BurstOptions): Promise<void> {
   for (const order of options.orders) results.push(await burstRun(order, options))
   const secs = (value: number) => (Number.isFinite(value) ? `${value.toFixed(1)} s` : 'not all')
   const rows: Array<[string, (result: BurstResult) => string]> = [
+    [
+      'before the burst: one agent served (its template built)',
+      (r) => (r.warmUpSecs === undefined ? 'no' : `in ${secs(r.warmUpSecs)}`),
+    ],
     ['burst agents created / container-served', (r) => `${r.created} / ${r.served}`],
     ['time until every burst agent is container-served', (r) => secs(r.allServedSecs)],
     ['boots per minute (burst and probes)', (r) => r.bootsPerMinute.toFixed(1)],

@@ -20,7 +20,8 @@
  *
  *   npm run bench:density -- --burst [--agents 200] [--accounts 50] [--probes 10]
  *                            [--framework fixture|openclaw] [--boot-ms 3000]
- *                            [--boot-concurrency <cores>] [--orders fair,fifo]
+ *                            [--boot-concurrency <cores>] [--orders fair,fifo,fair-whole]
+ *                            [--no-warm]
  *
  * Burst mode (bench/density/burst.ts): every agent created at once, each
  * sent one message, with the fair boot queue and the FIFO baseline side by
@@ -56,7 +57,9 @@ const { values } = parseArgs({
     'boot-ms': { type: 'string' },
     'boot-concurrency': { type: 'string' },
     'orders': { type: 'string', default: 'fair,fifo' },
+    'warm': { type: 'boolean', default: true },
   },
+  allowNegative: true,
 })
 if (values.burst) {
   await runBurst({
@@ -70,7 +73,8 @@ if (values.burst) {
     bootMinutes: Number(values['boot-minutes'] ?? 60),
     orders: values
       .orders!.split(',')
-      .filter((order): order is Order => /^(fair|fifo)$/.test(order)),
+      .filter((order): order is Order => /^(fair|fifo|fair-whole)$/.test(order)),
+    warm: values.warm!,
   })
   process.exit(0)
 }

@@ -219,11 +219,12 @@ def before_call(context, case, kwargs):
 
 @schemathesis.hook
 def after_call(context, case, response):
-    """One line per request (status, method, path) for the run's figures."""
+    """One line per request (status, method, path, milliseconds) for the run's figures."""
     log = os.environ.get("FUZZ_REQUEST_LOG")
     # Only the operation's own method: checks also send others (unsupported_method).
     if log and case.method.upper() == case.operation.method.upper():
         with open(log, "a", encoding="utf-8") as out:
             auth = (response.request.headers.get("Authorization") or "")[:16]
             url = response.request.url or ""
-            out.write(f"{response.status_code} {case.method} {case.path} {auth} {url}\n")
+            elapsed = round(response.elapsed * 1000)
+            out.write(f"{response.status_code} {case.method} {case.path} {elapsed} {auth} {url}\n")

@@ -15,7 +15,7 @@
  * figures; exits non-zero on any finding.
  */
 import { spawn, spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -36,7 +36,8 @@ const USAGE = `npm run fuzz [-- options]
   --port N       port of the server the script starts (default 42710, FUZZ_PORT)
 
 FUZZ_ST_ARGS adds options to \`st run\` (e.g. '--include-path-regex ^/agents');
-FUZZ_KEEP_LOG=<file> keeps the request log (status, method, path, credential prefix).
+FUZZ_KEEP_LOG=<file> keeps the request log (status, method, path, milliseconds, credential
+prefix) and the server's own log beside it (<file>.server).
 
 schemathesis ${SCHEMATHESIS_VERSION} (installed into .venv-fuzz), every check, custom checks in
 scripts/fuzz/hooks.py; docs/hardening.md.`
@@ -187,10 +188,30 @@ async function pass(st: string, env: NodeJS.ProcessEnv, seed: number, deadline: 
   }
 }
 
+/** The server's warnings and errors by message, most frequent first (a finding's context). */
+function printServerWarnings(file: string) {
+  if (!existsSync(file)) return
+  const byMessage = new Map<string, number>()
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (!line.startsWith('{')) continue
+    try {
+      const entry = JSON.parse(line) as { level?: number; msg?: string; err?: { message?: string } }
+      const cause = entry.err?.message ? ` (${entry.err.message})` : ''
+      const key = `${entry.level === 40 ? 'warn' : 'error'}: ${entry.msg}${cause}`.slice(0, 300)
+      byMessage.set(key, (byMessage.get(key) ?? 0) + 1)
+    } catch {}
+  }
+  console.log(`  server warnings and errors:${byMessage.size === 0 ? ' none' : ''}`)
+  for (const [message, count] of [...byMessage].sort((a, b) => b[1] - a[1]).slice(0, 25)) {
+    console.log(`    ${count}× ${message}`)
+  }
+}
+
 const st = ensureSchemathesis()
 await recreateDatabase()
 const storage = mkdtempSync(join(tmpdir(), 'agent-host-fuzz-'))
 const requestLog = join(storage, 'fuzz-requests.log')
+const serverLog = join(storage, 'server.log')
 const payments = await startPaymentStandIns()
 // Token scans read prices from a Jupiter-style API: USDC is known there.
 const tokenPrices = await new TokenPriceServer().start()
@@ -214,7 +235,8 @@ const server = spawn(process.execPath, ['--import', '@poppinss/ts-exec', 'bin/se
     // Nothing may leave the machine: a WhatsApp session meets a closed local port.
     WHATSAPP_WEB_URL: 'ws://127.0.0.1:1/ws/chat',
   },
-  stdio: ['ignore', 'ignore', 'inherit'],
+  // Its log (warnings and errors: NODE_ENV=test) is summed up when the run finds something.
+  stdio: ['ignore', openSync(serverLog, 'a'), 'inherit'],
 })
 let serverExited = false
 server.once('exit', () => (serverExited = true))
@@ -261,11 +283,14 @@ try {
   const byStatus = new Map<string, number>()
   const answered2xx = new Set<string>()
   const called = new Set<string>()
+  const slowest = new Map<string, number>()
   for (const line of requests) {
-    const [code, method, path] = line.split(' ')
+    const [code, method, path, ms] = line.split(' ')
+    const operation = `${method} ${path}`
     byStatus.set(code, (byStatus.get(code) ?? 0) + 1)
-    called.add(`${method} ${path}`)
-    if (code.startsWith('2')) answered2xx.add(`${method} ${path}`)
+    called.add(operation)
+    if (code.startsWith('2')) answered2xx.add(operation)
+    slowest.set(operation, Math.max(slowest.get(operation) ?? 0, Number(ms) || 0))
   }
   const never2xx = [...called].filter((operation) => !answered2xx.has(operation)).sort()
   const operations = Math.max(0, ...passes.map((p) => p.operations))
@@ -287,12 +312,21 @@ try {
       .map(([code, n]) => `${code}×${n}`)
       .join(' ')}`
   )
+  console.log(
+    `  slowest answers: ${[...slowest]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 8)
+      .map(([operation, ms]) => `${operation} ${ms} ms`)
+      .join(', ')}`
+  )
   console.log(`  findings: ${findings}`)
+  if (findings > 0) printServerWarnings(serverLog)
   console.log(
     `  duration: ${fuzzStarted ? Math.round((Date.now() - fuzzStarted) / 1000) : 0} s of fuzzing in ${passes.length} pass(es), ${Math.round((Date.now() - started) / 1000)} s in all`
   )
   if (process.env.FUZZ_KEEP_LOG && existsSync(requestLog)) {
     copyFileSync(requestLog, process.env.FUZZ_KEEP_LOG)
+    if (existsSync(serverLog)) copyFileSync(serverLog, `${process.env.FUZZ_KEEP_LOG}.server`)
   }
   rmSync(storage, { recursive: true, force: true })
   await Promise.all([payments.close(), tokenPrices.close()])

@@ -60,8 +60,10 @@ test.group('Fault: the service is killed (-9) in the middle of an operation', (g
     const ids = (listed.body.data.agents as any[]).map((agent) => agent.id as string)
     for (const id of ids) {
       await service.waitUntilRunning(token, id).catch((error: Error) => {
+        // Its log's end on the first line too: a run's summary shows only a failure's first lines.
+        const ending = agentLog(id).trim().split('\n').slice(-6).join(' / ').slice(-500)
         throw new Error(
-          `${error.message} (${step}); ` +
+          `${error.message} (${step}); its log ends: ${ending}; ` +
             `processes ${JSON.stringify(ourAgentProcesses().get(id))}; ` +
             `its log:\n${agentLog(id)}\nthe service said:\n${service.server.output().slice(-4000)}`
         )

@@ -11,6 +11,7 @@ import {
   useUpstream,
   type ModelUpstream,
 } from '#tests/helpers/model_upstream'
+import { answersWritten } from '#tests/helpers/answers_written'
 
 /**
  * The hosted model upstream misbehaves for real (a local server that hangs,
@@ -39,10 +40,12 @@ async function openHolds(userId: string) {
 }
 
 async function usageEntries(userId: string) {
+  await answersWritten()
   return db.from('credit_ledger').where({ user_id: userId, kind: 'llm' })
 }
 
 async function storedMessages(agentId: string) {
+  await answersWritten()
   const rows = await db.from('chat_messages').where('agent_id', agentId)
   return rows.length
 }

@@ -36,11 +36,13 @@ export async function createFixtureAgent(
   return response.body().data as { id: string; slug: string; [field: string]: unknown }
 }
 
-/** Waits until the agent's container answers its readiness path. */
+/** Waits until the agent's container answers its readiness path and what its start changed is stored. */
 export async function waitUntilServing(agentId: string, timeoutMs = 20_000) {
   const service = await runtime()
   await waitFor('the agent container to run', () => service.isRunning(agentId), timeoutMs)
   await service.waitUntilReady(agentId, { timeoutMs })
+  // What its start changed in the database (the asleep mark, feed events) is written in the background.
+  await agentLifecycle.eventsStored()
 }
 
 /** A fixture agent of `owner` made through the API, serving; with the owner's JWT. */

@@ -14,6 +14,7 @@ import { createAccount } from '#identity/services/account_service'
 import { issueApiKey } from '#identity/services/api_key_service'
 import { signJwt } from '#identity/services/jwt'
 import creditLedger from '#credits/services/credit_ledger'
+import { answersWritten } from '#tests/helpers/answers_written'
 
 /** The password of every account made by createUser (unless given). */
 export const TEST_PASSWORD = 'correct-horse-battery'
@@ -84,6 +85,7 @@ export async function apiKeyFor(user: User, label = 'test'): Promise<string> {
 
 /** Reloads the user from the database (balances, roles after HTTP calls). */
 export async function reloadUser(user: { id: string }): Promise<User> {
+  await answersWritten()
   return User.findOrFail(user.id)
 }
 

@@ -9,7 +9,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { chmod, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises'
 import { createServer, Socket, type Server } from 'node:net'
 import { networkInterfaces, tmpdir } from 'node:os'
@@ -28,6 +28,13 @@ import { unshareSandboxAvailability } from '#runtime/process/unshare_sandbox'
 import openclawPlugin, { OPENCLAW_VERSION } from '../../plugins/openclaw/index.ts'
 import fixturePlugin from '../fixtures/plugins/fixture/index.ts'
 import { agentProcesses } from '#tests/helpers/agent_processes'
+import {
+  hasOutcomes,
+  recordOutcome as recordInReport,
+  redTeamTable,
+  writeReport,
+  type RedTeamModeName,
+} from '#tests/helpers/red_team_report'
 import { apiKeyFor, createUser, TEST_PASSWORD } from '#tests/helpers/identity'
 import { startModelUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
 import { startServerProcess, type ServerProcess } from '#tests/helpers/processes'
@@ -35,7 +42,7 @@ import { sharedCacheDir } from '#tests/helpers/runtime'
 
 /** How the service confines its agents; each one the host supports is attacked. */
 export interface SandboxMode {
-  name: string
+  name: RedTeamModeName
   /** The server's environment for the mode. */
   env: Record<string, string>
   /** Why the mode cannot run here, or undefined when it can. */
@@ -91,7 +98,7 @@ export const SANDBOX_MODES: SandboxMode[] = [
 ]
 
 // ---------------------------------------------------------------------------
-// Outcomes and the report.
+// Outcomes and the report (tests/helpers/red_team_report.ts keeps the table).
 
 /** What happened to one attack: `succeeded` means the boundary failed. */
 export interface Outcome {
@@ -100,53 +107,16 @@ export interface Outcome {
   how: string
 }
 
-const outcomes = new Map<string, Map<string, string>>()
-const modeNames: string[] = []
-
+/** Records one cell of the attack x mode table (in this run's storage/redteam-report.md). */
 export function recordOutcome(attack: string, mode: string, cell: string) {
-  if (!modeNames.includes(mode)) modeNames.push(mode)
-  const row = outcomes.get(attack) ?? new Map<string, string>()
-  row.set(mode, cell.replace(/\s+/g, ' ').replace(/\|/g, '/').slice(0, 120))
-  outcomes.set(attack, row)
-  // Kept current after every attack, so an interrupted run still leaves its table.
-  writeFileSync(reportFile(), reportText(redTeamTable()))
-}
-
-function reportFile(): string {
-  const storage = storageDir(app.appRoot)
-  mkdirSync(storage, { recursive: true })
-  return join(storage, 'redteam-report.md')
-}
-
-function reportText(table: string): string {
-  return (
-    `# Red team: attack x sandbox mode (${new Date().toISOString()})\n\n` +
-    'Each cell: `refused (how)`, `SUCCEEDED (what)`, `n/a` (the target is not on this host) ' +
-    'or `skipped` (the mode cannot run here).\n\n' +
-    `${table}\n`
-  )
-}
-
-/** The attack x mode table as Markdown. */
-export function redTeamTable(): string {
-  const modes = SANDBOX_MODES.map((mode) => mode.name).filter((name) => modeNames.includes(name))
-  const lines = [
-    `| attack | ${modes.join(' | ')} |`,
-    `|---|${modes.map(() => '---').join('|')}|`,
-    ...[...outcomes].map(
-      ([attack, row]) => `| ${attack} | ${modes.map((mode) => row.get(mode) ?? '-').join(' | ')} |`
-    ),
-  ]
-  return lines.join('\n')
+  recordInReport(storageDir(app.appRoot), attack, mode, cell)
 }
 
 /** Prints the table and writes it to storage/redteam-report.md (for pasting). */
 export async function writeRedTeamReport(): Promise<void> {
-  if (outcomes.size === 0) return
-  const table = redTeamTable()
-  const file = reportFile()
-  await writeFile(file, reportText(table))
-  console.log(`\nRed team (also in ${file}):\n${table}\n`)
+  if (!hasOutcomes()) return
+  const file = writeReport(storageDir(app.appRoot))
+  console.log(`\nRed team (also in ${file}):\n${redTeamTable()}\n`)
 }
 
 // ---------------------------------------------------------------------------

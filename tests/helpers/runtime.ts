@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process'
+import { existsSync, realpathSync } from 'node:fs'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -22,12 +23,17 @@ export async function testRegistry(): Promise<PluginRegistry> {
   ])
 }
 
-/** The runtime cache shared by test runs (framework packages are installed once). */
+/**
+ * The runtime cache shared by test runs (framework packages are installed once), by its real
+ * path as the server names it (runtimeFolders): a parallel shard's `<storage>/runtime` links
+ * to the checkout's.
+ */
 export function sharedCacheDir(): string {
-  return join(
+  const dir = join(
     process.env.STORAGE_DIR ? process.env.STORAGE_DIR : app.makePath('storage'),
     'runtime'
   )
+  return existsSync(dir) ? realpathSync(dir) : dir
 }
 
 export interface RuntimeHarness {

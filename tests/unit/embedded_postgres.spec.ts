@@ -51,21 +51,27 @@ function isPortOpen(port: number): Promise<boolean> {
   })
 }
 
-/** Pids of live (non-zombie) postmasters started with `-D <dataDir>`. */
+/**
+ * Pids of live (non-zombie) postmasters started with `-D <dataDir>`. A
+ * backend just forked still shows the postmaster's command line until it
+ * sets its title: a match whose parent matches too is such a child.
+ */
 function postmastersOf(dataDir: string): number[] {
-  return readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name))
-    .filter((pid) => {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-        if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return false
-        const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
-        return argv[0].endsWith('/postgres') && argv.includes(dataDir)
-      } catch {
-        return false
+  const matches = new Map<number, number>()
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (fields[0] === 'Z') continue
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+      if (argv[0].endsWith('/postgres') && argv.includes(dataDir)) {
+        matches.set(Number(pid), Number(fields[1]))
       }
-    })
-    .map(Number)
+    } catch {
+      continue
+    }
+  }
+  return [...matches].filter(([, parent]) => !matches.has(parent)).map(([pid]) => pid)
 }
 
 function postmasterPid(dataDir: string): number {

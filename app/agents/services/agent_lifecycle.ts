@@ -104,14 +104,14 @@ export class AgentLifecycle {
   async startRun(
     agentId: string,
     runId: string,
-    options: { restart?: boolean; priority?: BootPriority } = {}
+    options: { restart?: boolean; priority?: BootPriority; askedAt?: number } = {}
   ) {
     const agent = await Agent.find(agentId)
     if (!agent || agent.status !== 'active') return
     const runtime = await this.runtime()
     try {
       const spec = runtimeSpecFor(agent)
-      const start = { runId, priority: options.priority }
+      const start = { runId, priority: options.priority, askedAt: options.askedAt }
       return options.restart
         ? await runtime.restart(spec, start)
         : await runtime.ensureStarted(spec, start)
@@ -236,18 +236,19 @@ export class AgentLifecycle {
   }
 
   /**
-   * A new agent: its container is booted ahead of time as a background
-   * start (docs/runtime.md "Boot queue order"): at once on an idle host,
-   * after every start someone waits on otherwise, and never by putting
-   * another agent to sleep. Its first message or its owner's start makes
-   * it interactive. The request does not wait.
+   * A new agent: its container is booted ahead as a background start (docs/runtime.md "Boot
+   * queue order"): at once on an idle host, after every start someone waits on otherwise, never
+   * by putting another agent to sleep; a message or its owner's start makes it interactive. The
+   * request does not wait; the agent's next operation (an import's write) comes after it.
    */
   startInBackground(agent: Agent): void {
-    this.#detached('start', agent.id, async () => {
-      const runtime = await this.runtime()
-      const runId = await runtime.planRun(agent.id)
-      await this.#serial(agent.id, () => this.startRun(agent.id, runId, { priority: 'background' }))
-    })
+    const askedAt = Date.now() // its place among waiting starts: creates queue in their order
+    this.#detached('start', agent.id, () =>
+      this.#serial(agent.id, async () => {
+        const runId = await this.runtime().then((runtime) => runtime.planRun(agent.id))
+        return this.startRun(agent.id, runId, { priority: 'background', askedAt })
+      })
+    )
   }
 
   /**

@@ -1,8 +1,12 @@
 import { appUrl } from '#config/app'
 import { LOCAL_DEV_MODEL, modelProxyConfig } from '#config/model_proxy'
+import { randomUUID } from 'node:crypto'
+import type { FrameworkPlugin } from '#plugins/types'
 import type { AgentRuntimeSpec } from '#runtime/types'
 import type Agent from '#agents/models/agent'
-import { proxyTokenOf } from '#agents/services/agent_tokens'
+import { PROXY_TOKEN_PREFIX, proxyTokenOf } from '#agents/services/agent_tokens'
+import { validateConfig } from '#agents/services/agent_config'
+import { randomToken } from '#identity/services/secure_tokens'
 import { decryptSecrets } from '#agents/services/config_secrets'
 import { skillFilesFor } from '#skills/services/skill_catalogue'
 
@@ -29,5 +33,23 @@ export function runtimeSpecFor(agent: Agent): AgentRuntimeSpec {
     config: decryptSecrets(agent.config),
     modelProxy: modelProxyFor(agent),
     skills: skillFilesFor(agent.installedSkills ?? []),
+  }
+}
+
+/**
+ * What a new agent of `plugin` created with the default config starts with:
+ * the template built at service start boots from it. Its proxy token has a
+ * real one's shape and is nobody's (the template replaces it anyway).
+ */
+export function newAgentSpec(plugin: FrameworkPlugin): AgentRuntimeSpec {
+  return {
+    agentId: randomUUID(),
+    framework: plugin.name,
+    config: validateConfig(plugin, {}),
+    modelProxy: {
+      baseUrl: `${appUrl}/v1`,
+      token: randomToken(PROXY_TOKEN_PREFIX, 32),
+      model: hostedModelName(),
+    },
   }
 }

@@ -178,7 +178,8 @@ export async function archiveAgent(
         const skipped = whole ? whole.skipped : await settleAgentFolders(host, precopy!, leftOut)
         const frozenMs = Math.round(performance.now() - frozenAt)
         const copyMs = Math.round(performance.now() - copyAt)
-        logger.info(
+        // Its messages wait this long: longer than a second is worth an operator's look.
+        logger[frozenMs > 1_000 ? 'warn' : 'info'](
           { agentId: agent.id, precopyMs, frozenMs, copyMs },
           'backups: agent frozen for the copy'
         )

@@ -1,6 +1,6 @@
-import { spawn } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { unlink, writeFile } from 'node:fs/promises'
+import { readdir, unlink, writeFile } from 'node:fs/promises'
 import { setPriority } from 'node:os'
 import { text } from 'node:stream/consumers'
 import { fileURLToPath } from 'node:url'
@@ -24,11 +24,22 @@ import type { ArchiveInput, WrittenArchive } from '#backups/services/archive_wri
  * own group's share: the service would then wait behind other sessions'
  * work while the packer ran. So it runs in a session of its own, whose
  * group is given niceness 19 too (`/proc/<pid>/autogroup`).
+ *
+ * On a host kept busy (every core wanted by nice-0 work), a SCHED_IDLE
+ * task gets next to nothing: a backup would wait for minutes or for ever.
+ * So a packer still running after a while steps up (PROMOTIONS): the
+ * backup takes longer on a busy host, but it ends.
  */
 const PACKER_NICENESS = 19
 const NICE = '/usr/bin/nice'
 const SETPRIV = '/usr/bin/setpriv'
 const CHRT = '/usr/bin/chrt'
+/** Wall time since the packer started → the niceness it then runs at (SCHED_OTHER). */
+const PROMOTIONS = [
+  { afterMs: 10_000, niceness: 19 },
+  { afterMs: 40_000, niceness: 10 },
+  { afterMs: 100_000, niceness: 0 },
+]
 const here = fileURLToPath(import.meta.url)
 /** The entry beside this module: `.ts` from source (run through ts-exec), `.js` in a build. */
 const entry = here.replace(/archive_packer\.(ts|js)$/, 'pack_process.$1')
@@ -62,6 +73,32 @@ async function lowerPriority(pid: number, niceness: number): Promise<void> {
   }
 }
 
+/** Every thread of `pid` leaves SCHED_IDLE for `niceness` (a thread's niceness is its own on Linux). */
+async function promote(pid: number, niceness: number): Promise<void> {
+  if (existsSync(CHRT)) {
+    await new Promise((resolve) =>
+      execFile(CHRT, ['--all-tasks', '--other', '-p', '0', String(pid)], resolve)
+    )
+  }
+  const threads = await readdir(`/proc/${pid}/task`).catch(() => [])
+  for (const thread of threads) {
+    try {
+      setPriority(Number(thread), niceness)
+    } catch {
+      // Exited meanwhile.
+    }
+  }
+  await writeFile(`/proc/${pid}/autogroup`, String(niceness)).catch(() => undefined)
+}
+
+/** Steps a background packer up while it runs (PROMOTIONS); the returned function stops that. */
+export function promoteWhileRunning(pid: number, steps = PROMOTIONS): () => void {
+  const timers = steps.map(({ afterMs, niceness }) =>
+    setTimeout(() => void promote(pid, niceness), afterMs).unref()
+  )
+  return () => timers.forEach(clearTimeout)
+}
+
 /** Writes the archive of `input` to `target` (writeArchive) in the packer's process. */
 export async function packApart(
   target: string,
@@ -78,13 +115,20 @@ export async function packApart(
     detached: true,
   })
   if (child.pid) await lowerPriority(child.pid, niceness)
+  const stopPromoting = child.pid && niceness > 0 ? promoteWhileRunning(child.pid) : () => {}
+  // Before its pid can be reused.
+  child.once('exit', stopPromoting)
   const exited = new Promise<number | null>((resolve, reject) => {
     child.once('error', reject)
     child.once('close', resolve)
   })
   child.stdin.on('error', () => undefined)
   child.stdin.end(JSON.stringify({ target, input }))
-  const [output, errors, code] = await Promise.all([text(child.stdout), text(child.stderr), exited])
+  const [output, errors, code] = await Promise.all([
+    text(child.stdout),
+    text(child.stderr),
+    exited,
+  ]).finally(stopPromoting)
   if (code !== 0) {
     // Killed before it could clean up after itself.
     await unlink(target).catch(() => undefined)

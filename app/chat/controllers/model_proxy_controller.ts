@@ -26,6 +26,7 @@ import { modelGateway } from '#core/openai/model_gateway'
 import { chatConfig } from '#config/chat'
 import { SseStream, abortOnDisconnect } from '#core/http/sse_stream'
 import { writeRawJson } from '#chat/services/raw_json'
+import { agentMonthlyBudget } from '#credits/services/credit_budgets'
 
 /** Who calls the proxy, and so who pays: an agent (its owner) or a user with an API key. */
 interface ProxyCaller {
@@ -33,6 +34,7 @@ interface ProxyCaller {
   agentId: string | null
   apiKeyId: string | null
   source: 'proxy' | 'api_key'
+  agentUnbudgeted?: boolean
 }
 
 const PROXY_CREDENTIALS =
@@ -58,7 +60,13 @@ async function proxyCaller(ctx: HttpContext): Promise<ProxyCaller> {
   if (!agent) throw new AuthRequiredException(PROXY_CREDENTIALS)
   // Only a running (or sleeping, waking) agent's framework calls the proxy.
   if (agent.status !== 'active') throw new AgentNotRunningException()
-  return { payerId: agent.userId, agentId: agent.id, apiKeyId: null, source: 'proxy' }
+  return {
+    payerId: agent.userId,
+    agentId: agent.id,
+    apiKeyId: null,
+    source: 'proxy',
+    agentUnbudgeted: agentMonthlyBudget(agent.config) === null,
+  }
 }
 
 function completionBody(ctx: HttpContext): Record<string, any> {

@@ -11,6 +11,9 @@ export default class ChatProvider {
     await onNodeServer(this.app, (server) => chatSocketServer.attach(server))
     // Before the HTTP server waits for its connections: say goodbye to each socket.
     this.app.terminating(() => chatSocketServer.close({ goingAway: true }))
+    // Answered turns still being stored and settled are finished before the database closes.
+    const { afterReply } = await import('#core/http/after_reply')
+    this.app.terminating(() => afterReply.drain())
   }
 
   async shutdown() {

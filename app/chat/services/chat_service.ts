@@ -12,6 +12,7 @@ import { chatValidator, testChatValidator } from '#chat/validators/chat_validato
 import { assertAllowed } from '#chat/services/safety_filter'
 import { knowledgePresenceSql, knowledgeSection } from '#chat/services/system_prompt'
 import { recentTurns, recordExchange, type StoredTurn } from '#chat/services/history_service'
+import { accountKey, afterReply, agentKey } from '#core/http/after_reply'
 import {
   containerTarget,
   route,
@@ -205,27 +206,30 @@ async function answerChat(
   if (options.signal?.aborted) throw new ChatAbortedError()
 
   const answeredAt = new Date()
-  // The credits settle while the exchange is stored with its feed event (two independent writes).
-  const [stored] = await Promise.all([
-    recordExchange(
-      agent.id,
-      { content: request.message, at: receivedAt },
-      {
-        content: reply.content,
-        at: answeredAt > receivedAt ? answeredAt : new Date(receivedAt.getTime() + 1),
-      },
-      feedSnippet(options.source, request.message)
-    ),
-    reply.settled,
-  ])
-  if (stored) {
-    // After the answer is on its way (now and then a delete): not on the reply's path.
-    setImmediate(() =>
-      pruneFeedNowAndThen(agent.id).catch((error) =>
-        logger.warn({ agentId: agent.id, err: error }, 'chat: feed prune failed')
-      )
+  // The exchange is stored (with its feed event) while the credits settle
+  // (the settlement is already sent): the answer goes out meanwhile, and
+  // whatever would read these writes waits for them (after_reply.ts).
+  const stored = recordExchange(
+    agent.id,
+    { content: request.message, at: receivedAt },
+    {
+      content: reply.content,
+      at: answeredAt > receivedAt ? answeredAt : new Date(receivedAt.getTime() + 1),
+    },
+    feedSnippet(options.source, request.message)
+  ).then((recorded) => {
+    // Now and then a delete, tracked by nothing: no reader needs it done.
+    if (!recorded) return
+    pruneFeedNowAndThen(agent.id).catch((error) =>
+      logger.warn({ agentId: agent.id, err: error }, 'chat: feed prune failed')
     )
-  }
+  })
+  afterReply.track(
+    [accountKey(agent.userId), agentKey(agent.id)],
+    Promise.all([stored, reply.settled]),
+    (error) =>
+      logger.error({ agentId: agent.id, err: error }, 'chat: storing an answered turn failed')
+  )
   return { content: reply.content, model: reply.model }
 }
 

@@ -5,6 +5,7 @@ import { chatConfig } from '#config/chat'
 import { preparedQuery } from '#core/database/prepared_query'
 import { feedEventInsertSql, feedEventValues } from '#agents/services/feed_service'
 import type { PeriodicJob } from '#core/jobs/periodic_jobs'
+import { afterReply, agentKey } from '#core/http/after_reply'
 
 /**
  * Stored conversations (table chat_messages) and the per-day message
@@ -38,6 +39,8 @@ export function utcDay(at: Date): string {
 
 /** The agent's newest stored turns (within the window), oldest first. */
 export async function recentTurns(agentId: string, limit: number): Promise<StoredTurn[]> {
+  // The agent's last exchange may still be on its way (after_reply.ts): it is context too.
+  await afterReply.pending(agentKey(agentId))
   const result = await db.rawQuery(
     `select role, content from chat_messages
       where agent_id = ? and created_at >= ?

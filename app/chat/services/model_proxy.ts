@@ -2,6 +2,7 @@ import { LOCAL_DEV_MODEL, modelProxyConfig } from '#config/model_proxy'
 import { InsufficientCreditsException } from '#core/exceptions/api_exceptions'
 import creditLedger from '#credits/services/credit_ledger'
 import {
+  holdInTurn,
   releaseHold,
   reserveCredits,
   settleHold,
@@ -27,6 +28,7 @@ import {
 } from '#core/openai/wire'
 import { modelGateway, type Completion, type ModelEndpoint } from '#core/openai/model_gateway'
 import type { ModelReply } from '#chat/services/types'
+import { accountKey, afterReply } from '#core/http/after_reply'
 
 /**
  * The hosted model path, metered in AI Credits: the `/v1/chat/completions`
@@ -46,14 +48,40 @@ export interface HostedOptions {
   apiKeyId?: string | null
   source: string
   signal?: AbortSignal
+  /**
+   * The agent has no monthly budget of its own (its config says so): with
+   * no agent, or this, an all-but-sure hold lets the model be asked
+   * alongside it (heldCall). An agent budget's refusal never reaches the model.
+   */
+  agentUnbudgeted?: boolean
 }
 
 /** The fewest output tokens a request is still sent with when the balance cannot hold what it asked. */
 const MIN_FITTED_OUTPUT_TOKENS = 256
 
+/** The body to forward as first planned, and the credits its worst case costs. */
+interface PlannedRequest {
+  request: Record<string, any>
+  asked: number
+  inputTokens: number
+  credits: number
+}
+
+function planRequest(model: string, body: Record<string, any>, stream: boolean): PlannedRequest {
+  const asked = maxOutputTokens(body)
+  const request = upstreamBody(body, model, asked, stream)
+  const inputTokens = promptTokensUpperBound(request)
+  return {
+    request,
+    asked,
+    inputTokens,
+    credits: creditsFor(model, { inputTokens, outputTokens: asked }),
+  }
+}
+
 /**
- * Builds the exact body that goes upstream and holds credits for its worst
- * case: every byte of it as a prompt token (promptTokensUpperBound: tools,
+ * Holds credits for the worst case of the body planned to go upstream:
+ * every byte of it as a prompt token (promptTokensUpperBound: tools,
  * schemas and any other forwarded field count like messages) plus its
  * output limit. A request asking more output than the balance (or what a
  * monthly budget leaves) covers (framework agents ask for 64k tokens by
@@ -67,18 +95,27 @@ async function holdFor(
   options: HostedOptions,
   model: string,
   body: Record<string, any>,
-  stream: boolean
-): Promise<{ hold: CreditHold; request: Record<string, any> }> {
-  const asked = maxOutputTokens(body)
-  const request = upstreamBody(body, model, asked, stream)
-  const inputTokens = promptTokensUpperBound(request)
-  const hold = (outputTokens: number) =>
+  { request, asked, inputTokens }: PlannedRequest
+): Promise<{ hold: CreditHold; request: Record<string, any>; fitted: boolean }> {
+  const reserve = (outputTokens: number) =>
     reserveCredits(options.payerId, creditsFor(model, { inputTokens, outputTokens }), {
       agentId: options.agentId,
     })
+  // A settlement still finishing after its answer gives back the rest of its hold: once it
+  // has, the balance is what this hold must be measured against (after_reply.ts).
+  const hold = async (outputTokens: number) => {
+    try {
+      return await reserve(outputTokens)
+    } catch (error) {
+      const settling = afterReply.pending(accountKey(options.payerId))
+      if (!(error instanceof InsufficientCreditsException) || !settling) throw error
+      await settling
+      return reserve(outputTokens)
+    }
+  }
   try {
     try {
-      return { hold: await hold(asked), request }
+      return { hold: await hold(asked), request, fitted: false }
     } catch (error) {
       if (!(error instanceof InsufficientCreditsException)) throw error
       const rate = rateFor(model)
@@ -94,10 +131,57 @@ async function holdFor(
       if (fitted < MIN_FITTED_OUTPUT_TOKENS || fitted >= asked) throw error
       // A shorter limit only shortens the body, so the prompt bound still holds.
       setOutputLimit(request, body, fitted)
-      return { hold: await hold(fitted), request }
+      return { hold: await hold(fitted), request, fitted: true }
     }
   } catch (error) {
     if (error instanceof BudgetExceededException) await alertBudgetRefusal(error.refusal)
+    throw error
+  }
+}
+
+/**
+ * Holds the credits and makes the upstream call with the body held for.
+ * When the hold is all but sure (holdInTurn) the call starts alongside
+ * it rather than after it: one database round trip off the answer's path.
+ * Nothing of that early call is used before the hold is taken; a refused
+ * hold cancels it, and a hold that had to shorten the output limit cancels
+ * it and calls again with the shorter body. A failed call gives the hold back.
+ */
+async function heldCall<T>(
+  options: HostedOptions,
+  model: string,
+  body: Record<string, any>,
+  stream: boolean,
+  call: (request: Record<string, any>, signal: AbortSignal | undefined) => Promise<T>
+): Promise<{ hold: CreditHold; request: Record<string, any>; result: T }> {
+  const planned = planRequest(model, body, stream)
+  let early: { result: Promise<T>; cancel: AbortController } | undefined
+  const noAgentBudget = !options.agentId || options.agentUnbudgeted === true
+  let held: Awaited<ReturnType<typeof holdFor>>
+  try {
+    held = await holdInTurn(options.payerId, planned.credits, noAgentBudget, (allButSure) => {
+      if (allButSure) {
+        const cancel = new AbortController()
+        const signal = options.signal
+          ? AbortSignal.any([options.signal, cancel.signal])
+          : cancel.signal
+        // A copy: a fitted hold shortens the planned body.
+        early = { result: call({ ...planned.request }, signal), cancel }
+        early.result.catch(() => {})
+      }
+      return holdFor(options, model, body, planned)
+    })
+  } catch (error) {
+    early?.cancel.abort()
+    throw error
+  }
+  try {
+    if (early && held.fitted) early.cancel.abort()
+    const result =
+      early && !held.fitted ? await early.result : await call(held.request, options.signal)
+    return { hold: held.hold, request: held.request, result }
+  } catch (error) {
+    await releaseHold(held.hold)
     throw error
   }
 }
@@ -163,16 +247,15 @@ export async function hostedCompletion(
   options: HostedOptions
 ): Promise<{ json: any; reply: ModelReply; settled: Promise<number> }> {
   const { model, local } = resolveHostedModel(body.model)
-  const { hold, request } = await holdFor(options, model, body, false)
-  let completion: Completion
-  try {
-    completion = local
+  const {
+    hold,
+    request,
+    result: completion,
+  } = await heldCall(options, model, body, false, async (forwarded, signal) =>
+    local
       ? localCompletion(body.messages)
-      : await modelGateway.complete(hostedEndpoint(), request, { signal: options.signal })
-  } catch (error) {
-    await releaseHold(hold)
-    throw error
-  }
+      : modelGateway.complete(hostedEndpoint(), forwarded, { signal })
+  )
   const { json } = completion
   const answered = local ? LOCAL_DEV_MODEL : completion.model
   const content = completion.content ?? ''
@@ -267,21 +350,18 @@ export async function openHostedStream(
   options: HostedOptions
 ): Promise<HostedStream> {
   const { model, local } = resolveHostedModel(body.model)
-  const { hold, request } = await holdFor(options, model, body, true)
-  const reply = emptyCompletion(request.model)
-  try {
-    let source: AsyncGenerator<CompletionChunk, StreamedCompletion>
-    if (local) {
-      source = completionChunks(localData(body.messages), reply)
-    } else {
-      source = await modelGateway.stream(hostedEndpoint(), request, {
-        signal: options.signal,
-        reply,
-      })
+  const { hold, request, result } = await heldCall(
+    options,
+    model,
+    body,
+    true,
+    async (forwarded, signal) => {
+      const reply = emptyCompletion(forwarded.model)
+      const source = local
+        ? completionChunks(localData(body.messages), reply)
+        : await modelGateway.stream(hostedEndpoint(), forwarded, { signal, reply })
+      return { reply, source }
     }
-    return new HostedStream(hold, request, options, local, reply, source)
-  } catch (error) {
-    await releaseHold(hold)
-    throw error
-  }
+  )
+  return new HostedStream(hold, request, options, local, result.reply, result.source)
 }

@@ -10,6 +10,7 @@ import type { ChatTarget } from '#runtime/chat_client'
 import { ModelGatewayError } from '#core/openai/gateway_errors'
 import { RuntimeService } from '#runtime/runtime_service'
 import { systemPromptFor } from '#chat/services/system_prompt'
+import { agentMonthlyBudget } from '#credits/services/credit_budgets'
 import { hostedCompletion, openHostedStream } from '#chat/services/model_proxy'
 import {
   DEFAULT_PROVIDER_MODELS,
@@ -136,7 +137,7 @@ async function viaCustomerKey(
 
 /** The hosted path for an agent (its owner pays) or for test-chat (the user pays). */
 export async function viaHosted(
-  payer: { userId: string; agentId: string | null },
+  payer: { userId: string; agentId: string | null; agentUnbudgeted?: boolean },
   messages: ChatTurn[],
   model: string | undefined,
   options: ChatOptions,
@@ -146,6 +147,7 @@ export async function viaHosted(
   const hostedOptions = {
     payerId: payer.userId,
     agentId: payer.agentId,
+    agentUnbudgeted: payer.agentUnbudgeted,
     source: options.source,
     signal: options.signal,
   }
@@ -177,7 +179,11 @@ async function viaHostedForAgent(context: RouteContext): Promise<RoutedReply> {
     ...context.turns,
   ]
   return viaHosted(
-    { userId: context.agent.userId, agentId: context.agent.id },
+    {
+      userId: context.agent.userId,
+      agentId: context.agent.id,
+      agentUnbudgeted: agentMonthlyBudget(config) === null,
+    },
     messages,
     config.provider === undefined || config.provider === 'hosted' ? modelOf(config) : undefined,
     context.options,

@@ -53,7 +53,18 @@ function abortReason(signal: AbortSignal): Error {
   return reason instanceof Error ? reason : new Error('aborted')
 }
 
+/**
+ * Errors of a kept-alive connection the other side no longer has: the
+ * request never reached a live server (an agent restored from its
+ * checkpoint closed the connections it had; a server closed an idle one).
+ */
+const STALE_CONNECTION = new Set(['ECONNRESET', 'EPIPE'])
+
 export function upstreamRequest(url: string, options: UpstreamRequest): Promise<UpstreamResponse> {
+  return send(url, options, false)
+}
+
+function send(url: string, options: UpstreamRequest, fresh: boolean): Promise<UpstreamResponse> {
   const target = new URL(url)
   const client = target.protocol === 'https:' ? https : http
   const payload = options.body === undefined ? undefined : Buffer.from(JSON.stringify(options.body))
@@ -64,7 +75,8 @@ export function upstreamRequest(url: string, options: UpstreamRequest): Promise<
 
     const request = client.request(target, {
       method: options.method ?? (payload ? 'POST' : 'GET'),
-      agent: target.protocol === 'https:' ? keepAlive.https : keepAlive.http,
+      // `false`: a connection of its own (the pool may hold more stale ones).
+      agent: fresh ? false : target.protocol === 'https:' ? keepAlive.https : keepAlive.http,
       headers: {
         ...(payload
           ? { 'content-type': 'application/json', 'content-length': String(payload.length) }
@@ -96,6 +108,11 @@ export function upstreamRequest(url: string, options: UpstreamRequest): Promise<
       if (settled) return
       settled = true
       if (signal?.aborted) return reject(abortReason(signal))
+      const code = (error as NodeJS.ErrnoException).code ?? ''
+      // Node's own advice for kept-alive connections: asked once more, on a new connection.
+      if (request.reusedSocket && !fresh && STALE_CONNECTION.has(code)) {
+        return resolve(send(url, options, true))
+      }
       reject(
         error instanceof UpstreamUnavailableError
           ? error

@@ -53,6 +53,12 @@ export const AGENT_BUDGET_SQL = `case when jsonb_typeof(a.config -> 'budget' -> 
    and (a.config -> 'budget' ->> 'monthlyCredits')::numeric >= 1
   then least(floor((a.config -> 'budget' ->> 'monthlyCredits')::numeric), 2147483647)::integer end`
 
+/** An agent's monthly budget from its config, as AGENT_BUDGET_SQL reads it; null: none. */
+export function agentMonthlyBudget(config: Record<string, unknown>): number | null {
+  const credits = (config.budget as { monthlyCredits?: unknown } | null | undefined)?.monthlyCredits
+  return typeof credits === 'number' && credits >= 1 ? Math.floor(credits) : null
+}
+
 /** A refused hold: which budget, how much is spent, when it resets. */
 export interface BudgetRefusal {
   scope: BudgetScope

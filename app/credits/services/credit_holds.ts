@@ -115,6 +115,55 @@ export async function reserveCredits(
 }
 
 /**
+ * Whether a hold of `credits` for the account is all but sure to be taken:
+ * its balance as this instance last saw it (the auth cache, kept current by
+ * the balance announcements) covers it twice over and it has no monthly
+ * budget. A hint only: the hold itself decides.
+ */
+function holdAllButSure(userId: string, credits: number): boolean {
+  const row = authCache.user(userId)
+  if (!row || row.ai_credits_monthly_budget !== null) return false
+  return Number(row.ai_credits_balance) >= 2 * Math.max(credits, 1)
+}
+
+/** Per account, the holds being taken on this instance, and the one taken alone if any. */
+const holdsUnderWay = new Map<string, { count: number; alone?: Promise<unknown> }>()
+
+/**
+ * Takes an account's hold (`take`) in this instance's turn for the account.
+ * `take` is told whether the hold is all but sure: only when `allowed`, no
+ * other hold of the account is under way here and holdAllButSure says so;
+ * that hold then goes alone (the account's other holds here wait for it),
+ * so nothing this instance does takes the credits it counted on. The model
+ * proxy asks its upstream alongside such a hold (heldCall): the provider
+ * sees a request that is then refused only when another instance spent the
+ * balance at that moment.
+ */
+export async function holdInTurn<T>(
+  userId: string,
+  credits: number,
+  allowed: boolean,
+  take: (allButSure: boolean) => Promise<T>
+): Promise<T> {
+  let state = holdsUnderWay.get(userId)
+  while (state?.alone) {
+    await state.alone.catch(() => {})
+    state = holdsUnderWay.get(userId)
+  }
+  if (!state) holdsUnderWay.set(userId, (state = { count: 0 }))
+  const alone = allowed && state.count === 0 && holdAllButSure(userId, credits)
+  state.count++
+  const taken = take(alone)
+  if (alone) state.alone = taken
+  try {
+    return await taken
+  } finally {
+    if (alone) state.alone = undefined
+    if (--state.count === 0) holdsUnderWay.delete(userId)
+  }
+}
+
+/**
  * Returns the hold and debits `charge.credits` (at most what the balance
  * then holds: a reply longer than its hold never takes the balance below
  * zero; the shortfall is noted in the entry's metadata). Returns the

@@ -61,6 +61,14 @@ export class BearerGuard implements GuardContract<User> {
     }
   }
 
+  /** Reads the identity again: the account's own writes that just ended may have changed its row. */
+  async reauthenticate(): Promise<void> {
+    this.authenticationAttempted = false
+    this.isAuthenticated = false
+    this.identity = undefined
+    await this.authenticateIdentity()
+  }
+
   async check(): Promise<boolean> {
     try {
       await this.authenticateIdentity()
@@ -91,10 +99,16 @@ export class BearerGuard implements GuardContract<User> {
  * that needs only the users row: no model is built.
  */
 export function requestIdentity(ctx: HttpContext): AuthenticatedIdentity {
+  const identity = authenticatedGuard(ctx)?.identity
+  if (identity) return identity
+  throw new AuthRequiredException()
+}
+
+/** The bearer guard that authenticated the request, if one did. */
+export function authenticatedGuard(ctx: HttpContext): BearerGuard | undefined {
   const name = ctx.auth.authenticatedViaGuard
   const guard = name ? ctx.auth.use(name) : undefined
-  if (guard instanceof BearerGuard && guard.identity) return guard.identity
-  throw new AuthRequiredException()
+  return guard instanceof BearerGuard && guard.identity ? guard : undefined
 }
 
 /** Guard factory for config/auth.ts. */

@@ -1,6 +1,6 @@
 import type { HttpContext } from '@adonisjs/core/http'
 import type { NextFn } from '@adonisjs/core/types/http'
-import { apiKeyAuth } from '#identity/middleware/auth_middleware'
+import { apiKeyAuth, apiKeyAuthForTurns } from '#identity/middleware/auth_middleware'
 import { dailyQuota } from '#identity/middleware/quota_middleware'
 
 /**
@@ -14,10 +14,11 @@ export const programmaticApi = [apiKeyAuth, dailyQuota]
  * The same, with `readAhead` between the key check and the quota: a read the
  * route's handler needs (one that depends only on the caller and the path)
  * starts there and overlaps the quota's database round trip. It must not
- * write: the quota may still refuse the request.
+ * write: the quota may still refuse the request. For the agent turn's route
+ * (apiKeyAuthForTurns: its reads wait for the account's pending writes).
  */
 export function programmaticApiReadingAhead(
   readAhead: (ctx: HttpContext, next: NextFn) => unknown
 ) {
-  return [apiKeyAuth, readAhead, dailyQuota]
+  return [apiKeyAuthForTurns, readAhead, dailyQuota]
 }

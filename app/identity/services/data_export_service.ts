@@ -66,15 +66,20 @@ export const EXPORT_SIGNATURE_PURPOSE = SIGNATURE_PURPOSE
 /** A new export may be asked for an hour after the last one was sent. */
 const RESEND_AFTER_MINUTES = 60
 
+function alreadyPreparing() {
+  return RateLimitExceededException.retryAfter('A data export is already being prepared', 60)
+}
+
 /**
  * POST /auth/export-data: records the job and starts it in the background.
  * One export at a time per user, and none within an hour of the last one
  * sent: 429 with Retry-After. The check and the new job's row are one
- * step per user (a transaction-scoped advisory lock): an export finishes
- * in well under a second, so a second request that checked while the
- * first was processing and inserted once it was ready would otherwise
- * start a second one. The partial unique index on processing jobs stays
- * as the last guard.
+ * step per user (a transaction-scoped advisory lock), and the check looks
+ * for a processing job as well as a recent ready one: the job leaves
+ * "processing" for "ready" without that lock, so a check for ready jobs
+ * alone could see the first job processing, and an insert just after it
+ * turned ready would pass the partial unique index on processing jobs
+ * (that index stays as the last guard).
  */
 export async function requestExport(user: User) {
   const entry = await db.transaction(async (trx) => {
@@ -87,15 +92,19 @@ export async function requestExport(user: User) {
       .where('created_at', '<', DateTime.now().minus({ minutes: STALE_AFTER_MINUTES }).toJSDate())
       .update({ status: 'failed', error: 'interrupted' })
 
-    const recent = await DataExport.query({ client: trx })
+    const sentAfter = DateTime.now().minus({ minutes: RESEND_AFTER_MINUTES }).toJSDate()
+    const blocking = await DataExport.query({ client: trx })
       .where('user_id', user.id)
-      .where('status', 'ready')
-      .where('created_at', '>', DateTime.now().minus({ minutes: RESEND_AFTER_MINUTES }).toJSDate())
+      .where((query) =>
+        query
+          .where('status', 'processing')
+          .orWhere((ready) => ready.where('status', 'ready').where('created_at', '>', sentAfter))
+      )
       .orderBy('created_at', 'desc')
-      .first()
-    if (recent) {
+    if (blocking.some((job) => job.status === 'processing')) throw alreadyPreparing()
+    if (blocking.length > 0) {
       const waitMs =
-        recent.createdAt.plus({ minutes: RESEND_AFTER_MINUTES }).toMillis() - Date.now()
+        blocking[0].createdAt.plus({ minutes: RESEND_AFTER_MINUTES }).toMillis() - Date.now()
       throw RateLimitExceededException.retryAfter(
         'A data export was sent in the last hour; check your mail or try again later',
         waitMs / 1000
@@ -104,9 +113,7 @@ export async function requestExport(user: User) {
     try {
       return await DataExport.create({ userId: user.id, status: 'processing' }, { client: trx })
     } catch (error) {
-      if ((error as { code?: string }).code === PG_UNIQUE_VIOLATION) {
-        throw RateLimitExceededException.retryAfter('A data export is already being prepared', 60)
-      }
+      if ((error as { code?: string }).code === PG_UNIQUE_VIOLATION) throw alreadyPreparing()
       throw error
     }
   })

@@ -22,8 +22,9 @@ const byArrival = (a: QueuedStart, b: QueuedStart) => a.askedAt - b.askedAt || a
  * tiers (interactive resumes, interactive boots, background resumes,
  * background boots); within a tier the accounts take turns, the least
  * recently served first (`served`: the turn each account was last served
- * at, `turn` the last one given; one never served goes by its oldest
- * entry), each account's own starts in arrival order. `fifo`: the earlier
+ * at, `turn` the last one given; among those never served, fewer starts
+ * waiting first, then the oldest entry), each account's own starts in
+ * arrival order. `fifo`: the earlier
  * order, resumes before boots, then arrival (the bench's baseline).
  */
 export function admissionOrder<T extends QueuedStart>(
@@ -46,9 +47,13 @@ export function admissionOrder<T extends QueuedStart>(
       if (own) own.push(entry)
       else byOwner.set(entry.owner, [entry])
     }
+    // Accounts never served yet tie: the one with fewer starts waiting goes first (a new
+    // account's first agent before the accounts of a burst that have not had a turn yet).
     const owners = [...byOwner.entries()].sort(
       ([a, first], [b, second]) =>
-        (served.get(a) ?? -1) - (served.get(b) ?? -1) || byArrival(first[0], second[0])
+        (served.get(a) ?? -1) - (served.get(b) ?? -1) ||
+        first.length - second.length ||
+        byArrival(first[0], second[0])
     )
     for (let round = 0; ; round++) {
       let any = false

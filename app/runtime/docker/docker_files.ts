@@ -9,7 +9,7 @@ import {
 import type { AgentFileReader } from '#plugins/types'
 import type { DockerRecord } from '#runtime/docker/docker_record'
 import type { FileEntry, WorkspaceFiles } from '#runtime/types'
-import { MAX_WORKSPACE_FILE_BYTES } from '#runtime/files/local_workspace'
+import { MAX_WORKSPACE_FILE_BYTES, workspaceFileBytes } from '#runtime/files/local_workspace'
 import { createTar, parseTar, type TarEntry } from '#runtime/files/tar'
 import { resolveWorkspacePath } from '#runtime/files/workspace_path'
 
@@ -151,11 +151,7 @@ export class DockerWorkspaceFiles implements WorkspaceFiles {
   }
 
   async write(path: string, content: string): Promise<{ path: string; size: number }> {
-    if (typeof content !== 'string') throw new ValidationException('content must be a string')
-    const bytes = Buffer.from(content, 'utf8')
-    if (bytes.length > MAX_WORKSPACE_FILE_BYTES) {
-      throw new PayloadTooLargeException(`content is larger than ${MAX_WORKSPACE_FILE_BYTES} bytes`)
-    }
+    const bytes = workspaceFileBytes(content)
     const target = await this.#resolve(path)
     if (!target.relative) throw new ValidationException('path must name a file')
     const existing = await statInContainer(this.container, target.inContainer)

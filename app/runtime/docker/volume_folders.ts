@@ -54,7 +54,9 @@ export async function volumeHostFolders(
     return unavailable('the service does not run as root, so it cannot read container volumes')
   }
   const volume = await ignoreStatus(docker.getVolume(dockerNames(agentId).volume).inspect(), 404)
-  if (!record || !volume) return unavailable('the agent has no container yet', true)
+  // Which of the two is missing says where to look when a running agent answers this.
+  if (!record) return unavailable('the agent has no container yet (no driver record)', true)
+  if (!volume) return unavailable('the agent has no container yet (no state volume)', true)
   if (volume.Driver !== 'local' || Object.keys(volume.Options ?? {}).length > 0) {
     return unavailable(`its volume's driver (${volume.Driver}) keeps it off this host's disk`)
   }

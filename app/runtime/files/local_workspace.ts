@@ -22,6 +22,16 @@ import { removeIn, type PinnedDir } from '#runtime/files/pinned_dir'
 /** Largest file the file manager reads or writes in one request. */
 export const MAX_WORKSPACE_FILE_BYTES = 5 * 1024 * 1024
 
+/** A file write's content as bytes: a string within the size limit (400 / 413 otherwise). */
+export function workspaceFileBytes(content: unknown): Buffer {
+  if (typeof content !== 'string') throw new ValidationException('content must be a string')
+  const bytes = Buffer.from(content, 'utf8')
+  if (bytes.length > MAX_WORKSPACE_FILE_BYTES) {
+    throw new PayloadTooLargeException(`content is larger than ${MAX_WORKSPACE_FILE_BYTES} bytes`)
+  }
+  return bytes
+}
+
 function errorCode(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code
 }
@@ -149,11 +159,7 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
   }
 
   async write(path: string, content: string): Promise<{ path: string; size: number }> {
-    if (typeof content !== 'string') throw new ValidationException('content must be a string')
-    const bytes = Buffer.from(content, 'utf8')
-    if (bytes.length > MAX_WORKSPACE_FILE_BYTES) {
-      throw new PayloadTooLargeException(`content is larger than ${MAX_WORKSPACE_FILE_BYTES} bytes`)
-    }
+    const bytes = workspaceFileBytes(content)
     const target = await this.#resolve(path)
     if (!target.relative) throw new ValidationException('path must name a file')
     const name = basename(target.real)

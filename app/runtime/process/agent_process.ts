@@ -96,12 +96,20 @@ export class AgentProcess extends ProcessSupervisor {
    * Runs `work` with the run's processes frozen (cgroup freezer,
    * cgroups.ts) and thaws them after, whatever happens: a backup copies the
    * agent's folders meanwhile. Undefined, `work` not run, when the run is
-   * not running or cannot be frozen here. The caller holds the agent's lock.
+   * not running or cannot be frozen here (`refused` hears why a freeze
+   * failed). The caller holds the agent's lock.
    */
-  async whileFrozen<T>(work: () => Promise<T>): Promise<{ value: T } | undefined> {
+  async whileFrozen<T>(
+    work: () => Promise<T>,
+    refused: (reason: string) => void
+  ): Promise<{ value: T } | undefined> {
     const cgroup = this.prepared?.cgroup
     if (this.state !== 'running' || !this.record || !cgroup?.canFreeze) return undefined
-    if (!(await cgroup.freeze())) return undefined
+    const frozen = await cgroup.freeze()
+    if (frozen !== true) {
+      refused(frozen)
+      return undefined
+    }
     try {
       return { value: await work() }
     } finally {
@@ -112,6 +120,11 @@ export class AgentProcess extends ProcessSupervisor {
   /** True when a sleep can checkpoint this run (running, in a sandbox CRIU can restore). */
   canHibernate(): boolean {
     return this.state === 'running' && this.prepared?.checkpoint !== undefined && !!this.record
+  }
+
+  /** CPU ticks the run's processes have used (undefined without a run). */
+  cpuTicks(): number | undefined {
+    return this.record ? treeUsage(this.record.pid).cpuTicks : undefined
   }
 
   /** Private resident bytes of the run's processes: about what its checkpoint takes on disk. */
@@ -157,7 +170,7 @@ export class AgentProcess extends ProcessSupervisor {
     const reaped = Date.now() + 5000
     while (members.some((pid) => readProcStat(pid)) && Date.now() < reaped) await sleep(20)
     await this.stopped(
-      `asleep: checkpointed to disk (${Math.round(result.meta.bytes / 1024 / 1024)} MB), no memory held`
+      `asleep: checkpointed to disk (${Math.round(result.meta.bytes / 1024 / 1024)} MB; ${result.took}), no memory held`
     )
     return true
   }

@@ -192,12 +192,12 @@ export class AgentCgroup {
    * open as they are; nothing it runs can write until `thaw`. Processes of
    * its memory group not yet in the freezer's (a run adopted from before
    * the freezer was used, a child forked meanwhile) are moved in first.
-   * False, with everything running again, when this host has no freezer or
-   * not every process froze within FREEZE_TIMEOUT_MS.
+   * True when frozen; else, with everything running again, why not: this
+   * host has no freezer, or not every process froze within FREEZE_TIMEOUT_MS.
    */
-  async freeze(): Promise<boolean> {
+  async freeze(): Promise<true | string> {
     const freezer = this.#dirs.freezer
-    if (!freezer) return false
+    if (!freezer) return 'no freezer on this host'
     try {
       await mkdir(freezer, { recursive: true })
       for (let round = 0; round < 10; round++) {
@@ -218,9 +218,9 @@ export class AgentCgroup {
       const escaped = await this.#outsideFreezer()
       if (escaped.length > 0) throw new Error('a process escaped the freeze')
       return true
-    } catch {
+    } catch (error) {
       await this.thaw().catch(() => undefined)
-      return false
+      return (error as Error).message
     }
   }
 

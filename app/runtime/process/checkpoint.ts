@@ -1,7 +1,9 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { lstat, mkdir, readFile, readdir, readlink, rename, rm, writeFile } from 'node:fs/promises'
+import { join, resolve as resolvePath } from 'node:path'
+import { templateIdentity, writeAsDelta } from '#runtime/process/checkpoint_delta'
+import { PARENT_LINK } from '#runtime/process/template_pages'
 
 /**
  * Checkpoint and restore of a sleeping agent's processes with CRIU
@@ -35,6 +37,8 @@ export interface CheckpointMeta {
   /** Its memory images are zstd-compressed (unpack() before a restore). */
   compressed: boolean
   createdAt: string
+  /** A delta on template images (checkpoint_delta.ts): theirs as they were then. */
+  templateIdentity?: string
 }
 
 const CANDIDATES = ['/usr/local/sbin/criu', '/usr/sbin/criu', '/usr/local/bin/criu']
@@ -112,17 +116,56 @@ function asAgent(uid: number, command: string, args: string[]) {
 async function folderBytes(dir: string): Promise<number> {
   let total = 0
   for (const name of await readdir(dir)) {
-    const info = await stat(join(dir, name))
+    // lstat: a delta's `parent` link counts as itself, not as the template's folder.
+    const info = await lstat(join(dir, name))
     total += info.size
   }
   return total
 }
 
+/** `AGENT_CHECKPOINT_DELTA=off`: checkpoints stay whole (bench:density's baseline). */
+const DELTAS = process.env.AGENT_CHECKPOINT_DELTA !== 'off'
+
 export class AgentCheckpoint {
   readonly metaFile: string
 
-  constructor(readonly dir: string) {
+  /** `templateCopy`: the agent's template copy, whose parent a dump is a delta on. */
+  constructor(
+    readonly dir: string,
+    private readonly templateCopy?: string
+  ) {
     this.metaFile = join(dir, 'checkpoint.json')
+  }
+
+  /** The template images the agent started from, while they are there. */
+  async #template(): Promise<string | undefined> {
+    if (!DELTAS || !this.templateCopy) return undefined
+    const link = await readlink(join(this.templateCopy, PARENT_LINK)).catch(() => undefined)
+    return link === undefined ? undefined : resolvePath(this.templateCopy, link)
+  }
+
+  /**
+   * The dump in `dir` as a delta on the agent's template, where it has one:
+   * the template's identity, or why the dump stays whole (said in the log).
+   */
+  async #asDelta(dir: string): Promise<{ identity?: string; failed?: string }> {
+    const template = await this.#template()
+    if (!template) return {}
+    try {
+      const delta = await writeAsDelta(dir, template)
+      return { identity: delta?.templateIdentity }
+    } catch (error) {
+      return { failed: (error as Error).message }
+    }
+  }
+
+  /** False when it is a delta on template images rebuilt or removed since (never restored then). */
+  async templateIntact(meta: CheckpointMeta): Promise<boolean> {
+    if (!meta.templateIdentity) return true
+    const link = await readlink(join(this.dir, PARENT_LINK)).catch(() => undefined)
+    if (link === undefined) return false
+    const identity = await templateIdentity(resolvePath(this.dir, link)).catch(() => undefined)
+    return identity === meta.templateIdentity
   }
 
   async meta(): Promise<CheckpointMeta | undefined> {
@@ -168,7 +211,8 @@ export class AgentCheckpoint {
     /** Leave the memory images uncompressed (a template is restored many times). */
     uncompressed?: boolean
     timeoutMs?: number
-  }): Promise<{ meta?: CheckpointMeta; error?: string }> {
+  }): Promise<{ meta?: CheckpointMeta; error?: string; took?: string }> {
+    const began = Date.now()
     const binary = criu().path
     if (!binary) return { error: criu().reason }
     const partial = `${this.dir}.partial`
@@ -187,19 +231,30 @@ export class AgentCheckpoint {
       await rm(partial, { recursive: true, force: true })
       return { error: `criu dump exited with ${code}: ${error}` }
     }
+    const dumped = Date.now()
+    // Only the pages not the template's are compressed and kept, where it started from one.
+    const { identity, failed } = options.uncompressed ? {} : await this.#asDelta(partial)
+    const compared = Date.now()
     // Left uncompressed when zstd fails: a larger checkpoint is still one.
     const packError = options.uncompressed
       ? 'not asked'
       : await this.#zstd(partial, ['-1', '-T0'], '.img')
+    const secs = (from: number, to: number) => `${((to - from) / 1000).toFixed(2)} s`
+    const took =
+      `dumped in ${secs(began, dumped)}` +
+      (identity ? `, made a delta on its template in ${secs(dumped, compared)}` : '') +
+      (failed ? `, kept whole (no delta: ${failed})` : '') +
+      `, compressed in ${secs(compared, Date.now())}`
     const meta: CheckpointMeta = {
       ...options.meta,
       compressed: ZSTD !== undefined && !packError,
       bytes: await folderBytes(partial),
       createdAt: new Date().toISOString(),
+      ...(identity ? { templateIdentity: identity } : {}),
     }
     await writeFile(join(partial, 'checkpoint.json'), `${JSON.stringify(meta)}\n`, { mode: 0o600 })
     await rename(partial, this.dir)
-    return { meta }
+    return { meta, took }
   }
 
   /**

@@ -90,10 +90,10 @@ export class FrameworkInstalls {
   /**
    * Installs the framework and warms what its agents share, as the service
    * (the same caches and locks as an agent's start uses). A failure is
-   * logged; agents then retry it.
+   * logged (false); agents then retry it.
    */
-  async prepare(plugin: FrameworkPlugin): Promise<void> {
-    if (!plugin.prepareHost) return
+  async prepare(plugin: FrameworkPlugin): Promise<boolean> {
+    if (!plugin.prepareHost) return true
     const started = Date.now()
     try {
       await plugin.prepareHost({
@@ -107,8 +107,10 @@ export class FrameworkInstalls {
       this.options.log(
         `${plugin.name} ready on this host in ${Math.round((Date.now() - started) / 1000)} s`
       )
+      return true
     } catch (error) {
       this.options.log(`${plugin.name} could not be prepared: ${(error as Error).message}`)
+      return false
     }
   }
 }

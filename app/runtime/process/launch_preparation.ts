@@ -11,6 +11,7 @@ import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
 import { criu, type AgentCheckpoint } from '#runtime/process/checkpoint'
 import { AGENT_MARKER_VARIABLE, buildChildEnv } from '#runtime/process/child_env'
 import { fileIdentityShim } from '#runtime/process/file_identities'
+import { ownRandomnessPreload, withPreload } from '#runtime/process/own_randomness'
 import type { FrameworkInstalls } from '#runtime/process/framework_installs'
 import type { LogFile } from '#runtime/process/log_file'
 import {
@@ -51,7 +52,8 @@ function sayLimits(withCgroups: boolean, log: (message: string) => void) {
 }
 
 let checkpointsSaid = false
-let shimSaid = false
+/** The files templates need whose absence was said (once per process). */
+const missingSaid = new Set<string>()
 
 /**
  * What a checkpoint was taken of: the framework, its launch, environment
@@ -221,6 +223,9 @@ export class LaunchPreparer {
     // it keeps the identities of the files the template saw (file_identities.ts).
     const shim = fixed ? this.#fileIdentityShim() : undefined
     if (shim) env.LD_PRELOAD = shim
+    // And no random values its Node.js processes drew ahead are a template's (own_randomness.ts).
+    const preload = fixed ? this.#ownRandomness() : undefined
+    if (preload) env.NODE_OPTIONS = withPreload(env.NODE_OPTIONS, preload)
     // What a template of this launch holds: the same for every agent of this framework and shape.
     const fingerprint = shape
       ? templateFingerprint({
@@ -331,17 +336,31 @@ export class LaunchPreparer {
       criu().path !== undefined &&
       this.options.network.networks !== undefined &&
       fixedLayoutAvailable() &&
-      this.#fileIdentityShim() !== undefined
+      this.#fileIdentityShim() !== undefined &&
+      this.#ownRandomness() !== undefined
     )
+  }
+
+  /** The random state preload's path (written on first use); undefined, said once, without one. */
+  #ownRandomness(): string | undefined {
+    return this.#sandboxFile('the random state preload', ownRandomnessPreload)
   }
 
   /** The file identity library's path (built on first use); undefined, said once, without one. */
   #fileIdentityShim(): string | undefined {
-    const shim = fileIdentityShim(join(this.options.cacheDir, 'sandbox'))
-    if ('path' in shim) return shim.path
-    if (!shimSaid) {
-      shimSaid = true
-      this.options.log(`no template starts: the file identity library is missing: ${shim.reason}`)
+    return this.#sandboxFile('the file identity library', fileIdentityShim)
+  }
+
+  /** A file templates need in the runtime cache's `sandbox/`; why not, said once per file. */
+  #sandboxFile(
+    what: string,
+    make: (dir: string) => { path: string } | { reason: string }
+  ): string | undefined {
+    const file = make(join(this.options.cacheDir, 'sandbox'))
+    if ('path' in file) return file.path
+    if (!missingSaid.has(what)) {
+      missingSaid.add(what)
+      this.options.log(`no template starts: ${what} is missing: ${file.reason}`)
     }
     return undefined
   }

@@ -40,6 +40,7 @@ import type {
   ContainerUsage,
   CreateRequest,
   HibernateOptions,
+  NewAgentSpec,
   RuntimeEvent,
   RuntimeEventListener,
   SkillChange,
@@ -53,8 +54,7 @@ const LOG_MAX_BYTES = 5 * 1024 * 1024
  * The `process` driver: each agent's framework is a supervised child
  * process of the service host, with its own folder, port and environment.
  * Processes survive a restart of the service and are adopted by the next
- * one (see ProcessRecord). The container id is `proc-<random>`, new on
- * every start.
+ * one (see ProcessRecord). The container id is `proc-<random>`, new each start.
  *
  * Its parts: the launch of each agent (launch_preparation.ts), the
  * frameworks' installs (framework_installs.ts), template starts and builds
@@ -89,11 +89,12 @@ export class ProcessDriver implements ContainerDriver {
       network: this.#network,
       installs: this.#installs,
       log,
-      warn: (message) => (options.warn ?? log)(message),
+      warn: this.#warn,
     })
     this.#checkpoints = new CheckpointBudget({ ...options, log })
     this.#templates = new TemplateStarter({
       agentsDir: options.agentsDir,
+      shapeOf: (plugin, config) => this.#launches.templateShape(plugin, config),
       stopping: () => this.#stopping,
       log: (message, detail) => this.#log(message, detail),
       runs: {
@@ -114,6 +115,7 @@ export class ProcessDriver implements ContainerDriver {
   }
 
   #log = (message: string, detail?: Record<string, unknown>) => this.options.log?.(message, detail)
+  #warn = (message: string) => (this.options.warn ?? this.#log)(message)
 
   #emit = (event: RuntimeEvent) => {
     if (!this.#templates.isTemplateRun(event.agentId)) this.#events.emit(event)
@@ -209,16 +211,9 @@ export class ProcessDriver implements ContainerDriver {
   /** Template starts and counted cold boots of new agents since this driver began. */
   templateCounts = (): TemplateCounts => this.#templates.counts()
 
-  /**
-   * Builds (or rebuilds) the template new agents like `spec` start from,
-   * now, and waits for it: ahead of the first such agent, while the host is
-   * idle. False when this framework and config never use one here.
-   */
-  async prepareTemplate(spec: CreateRequest['spec'], plugin: FrameworkPlugin): Promise<boolean> {
-    const shape = this.#launches.templateShape(plugin, spec.config)
-    if (!shape) return false
-    return this.#templates.prepare(spec, plugin, shape)
-  }
+  /** Builds (or rebuilds) the template agents like `spec` start from, now; false if none. */
+  prepareTemplate = (spec: CreateRequest['spec'], plugin: FrameworkPlugin): Promise<boolean> =>
+    this.#templates.prepare(spec, plugin)
 
   /** Until the templates being built now are built (or failed). */
   whenTemplatesBuilt = (): Promise<void> => this.#templates.whenBuilt()
@@ -261,18 +256,26 @@ export class ProcessDriver implements ContainerDriver {
   }
 
   /**
-   * Installs each framework and warms what its agents share, as the service
-   * (the same caches and locks as an agent's start uses, so a create
-   * meanwhile waits for the same install), all at once: Hermes' long install
-   * from PyPI must not hold back an OpenClaw agent's. A failure is logged.
+   * Installs each framework and warms what its agents share (an agent's start waits for the
+   * same install), then builds the template of a default new agent (TemplateStarter.buildAhead),
+   * all at once: Hermes' long install must not hold back OpenClaw's. A failure is logged.
    */
-  async prepareFrameworks(plugins: FrameworkPlugin[]): Promise<void> {
-    await Promise.all(plugins.map((plugin) => this.#installs.prepare(plugin)))
+  async prepareFrameworks(plugins: FrameworkPlugin[], newAgentSpec?: NewAgentSpec) {
+    const prepare = async (plugin: FrameworkPlugin) => {
+      const installed = await this.#installs.prepare(plugin)
+      if (installed && plugin.template && newAgentSpec) {
+        await this.#templates.buildAhead(newAgentSpec(plugin), plugin)
+      }
+    }
+    await Promise.all(plugins.map(prepare))
   }
 
   /** A backup's quiesce: `work` runs with the agent's processes frozen (AgentProcess.whileFrozen). */
   whileFrozen<T>(agentId: string, work: () => Promise<T>) {
-    return this.#exclusive(agentId, async () => this.#agents.get(agentId)?.whileFrozen(work))
+    const refused = (why: string) => this.#warn(`agent ${agentId} could not be frozen: ${why}`)
+    return this.#exclusive(agentId, async () =>
+      this.#agents.get(agentId)?.whileFrozen(work, refused)
+    )
   }
 
   hostFolders = async (agentId: string) => hostFoldersOf(this.options.agentsDir, agentId)
@@ -283,7 +286,8 @@ export class ProcessDriver implements ContainerDriver {
 
   /** Where the agent's checkpoint lives (there or not). */
   #checkpoint(agentId: string): AgentCheckpoint {
-    return new AgentCheckpoint(this.#paths(agentId).checkpoint)
+    const paths = this.#paths(agentId)
+    return new AgentCheckpoint(paths.checkpoint, paths.templateCopy)
   }
 
   stop(agentId: string): Promise<void> {
@@ -319,9 +323,10 @@ export class ProcessDriver implements ContainerDriver {
     return inspectAgent(agentId, this.#agents.get(agentId), this.#paths(agentId))
   }
 
-  /** Agents whose runs this driver supervises now. */
+  /** Agents whose runs this driver supervises now (a template build's run is nobody's: no lease). */
   liveAgents(): string[] {
-    return [...this.#agents].filter(([, agent]) => agent.isLive()).map(([agentId]) => agentId)
+    const isAgent = (id: string) => !this.#templates.isTemplateRun(id)
+    return [...this.#agents].filter(([id, run]) => run.isLive() && isAgent(id)).map(([id]) => id)
   }
 
   /** Stops supervising the agent and leaves its processes running (another instance takes it). */

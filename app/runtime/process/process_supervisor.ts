@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { AgentPaths } from '#runtime/agent_paths'
 import type { ContainerUsage, ContainerInfo, RuntimeEvent } from '#runtime/types'
+import { waitAtMost } from '#runtime/process/bounded_wait'
 import { CrashRestarts } from '#runtime/process/crash_restarts'
 import { LogFile } from '#runtime/process/log_file'
 import type { PreparedLaunch, SupervisorSettings } from '#runtime/process/prepared_launch'
@@ -354,7 +355,7 @@ export class ProcessSupervisor {
    */
   protected async ended(record: ProcessRecord, exited: Promise<void>, reason: string) {
     if (this.#child) {
-      await Promise.race([exited, sleep(5000)])
+      await waitAtMost(exited, 5000)
       return
     }
     const deadline = Date.now() + 5000

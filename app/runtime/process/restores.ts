@@ -87,6 +87,11 @@ export async function restoreCheckpoint(
     await checkpoint.store.discard()
     return false
   }
+  if (!(await checkpoint.store.templateIntact(meta))) {
+    run.logFile.note('its checkpoint is a delta on a template rebuilt or removed since: booting')
+    await checkpoint.store.discard()
+    return false
+  }
   const { generation, pidFile } = await run.begin()
   const unpackError = await checkpoint.store.unpack()
   if (unpackError) {

@@ -84,6 +84,47 @@ export function emptyTemplateCounts(): TemplateCounts {
   }
 }
 
+/** CRIU failures to restore one template in a row after which it is built again. */
+export const RESTORE_FAILURES_TO_REBUILD = 2
+
+/**
+ * Template starts and cold boots by reason (TemplateCounts), and CRIU's
+ * failures to restore each template in a row (any template start ends the
+ * row). A template CRIU cannot restore (a file it held open that its copies
+ * do not have) would otherwise send every new agent to a cold boot until the
+ * framework's next version.
+ */
+export class TemplateOutcomes {
+  readonly #counts = emptyTemplateCounts()
+  readonly #failuresInARow = new Map<string, number>()
+
+  counts(): TemplateCounts {
+    return structuredClone(this.#counts)
+  }
+
+  /**
+   * Counts a new agent's start from the template `key`: true when it is the
+   * RESTORE_FAILURES_TO_REBUILD-th CRIU failure in a row (the template is to
+   * be built again; the row begins anew).
+   */
+  record(key: string, outcome: 'restored' | TemplateFallback): boolean {
+    if (outcome === 'restored') {
+      this.#counts.restored++
+      this.#failuresInARow.delete(key)
+      return false
+    }
+    this.#counts.coldBoots[outcome]++
+    if (outcome !== 'restore') return false
+    const failures = (this.#failuresInARow.get(key) ?? 0) + 1
+    if (failures < RESTORE_FAILURES_TO_REBUILD) {
+      this.#failuresInARow.set(key, failures)
+      return false
+    }
+    this.#failuresInARow.delete(key)
+    return true
+  }
+}
+
 export interface TemplateMeta {
   key: string
   /** templateFingerprint of the launch it was taken of. */

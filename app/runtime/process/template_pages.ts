@@ -16,10 +16,10 @@ import { joinImage, parseMessage, splitImage, writeVarint } from '#runtime/proce
  * (findPatches): the template's images never change.
  */
 
-const PAGE = 4096
+export const PAGE = 4096
 /** pagemap_entry.flags (CRIU's images/pagemap.proto): in the parent's images, in this one's. */
-const PE_PARENT = 1
-const PE_PRESENT = 4
+export const PE_PARENT = 1
+export const PE_PRESENT = 4
 /** pagemap_entry fields: vaddr, nr_pages (before CRIU 4: u32), in_parent, flags, nr_pages (u64). */
 const VADDR = 1
 const COMPAT_NR_PAGES = 2
@@ -84,13 +84,20 @@ export async function findPatches(
   return patches
 }
 
-interface PagemapEntry {
+/** The pages image a pagemap's head (`pagemap_head.pages_id`) names. */
+export function pagesImageOf(head: Buffer, pagemap: string): string {
+  const pagesId = parseMessage(head).find((field) => field.number === 1)?.value
+  if (typeof pagesId !== 'bigint') throw new Error(`${pagemap} names no pages image`)
+  return `pages-${pagesId}.img`
+}
+
+export interface PagemapEntry {
   vaddr: bigint
   pages: number
   flags: number
 }
 
-function readEntry(entry: Buffer): PagemapEntry {
+export function readEntry(entry: Buffer): PagemapEntry {
   let vaddr: bigint | undefined
   let pages: number | undefined
   let flags: number | undefined
@@ -108,7 +115,7 @@ function readEntry(entry: Buffer): PagemapEntry {
   return { vaddr, pages, flags: flags ?? (inParent ? PE_PARENT : PE_PRESENT) }
 }
 
-function writeEntry({ vaddr, pages, flags }: PagemapEntry): Buffer {
+export function writeEntry({ vaddr, pages, flags }: PagemapEntry): Buffer {
   const varint = (number: number, value: bigint) =>
     Buffer.concat([writeVarint(BigInt(number << 3)), writeVarint(value)])
   return Buffer.concat([
@@ -135,9 +142,7 @@ export async function writeIncrementalPages(
     if (!/^pagemap-\d+\.img$/.test(name)) continue
     const { header, entries } = splitImage(await readFile(join(templateDir, name)))
     const [head, ...rest] = entries
-    const pagesId = parseMessage(head).find((field) => field.number === 1)?.value
-    if (typeof pagesId !== 'bigint') throw new Error(`${name} names no pages image`)
-    const file = `pages-${pagesId}.img`
+    const file = pagesImageOf(head, name)
     const changes = bytesAt(file)
     const touched = new Set<number>()
     for (const { offset, bytes } of changes) {

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs'
 import { readdir } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { agentPaths, type AgentPaths } from '#runtime/agent_paths'
+import { waitAtMost } from '#runtime/process/bounded_wait'
 import type { ContainerInfo } from '#runtime/types'
 import type { AgentProcess } from '#runtime/process/agent_process'
 import type { AgentNetworking } from '#runtime/process/agent_network/agent_networking'
@@ -167,8 +168,13 @@ export async function sweepAgents(options: {
     options.log(`agent ${agentId}: killed processes ${strays.join(', ')} of an agent that is gone`)
     if (!stopped.includes(agentId)) stopped.push(agentId)
   }
-  // Namespaces nothing runs in (agents gone, or left by a crash of the service).
-  await options.network.sweep((agentId) => keep.has(agentId) && supervised.isLive(agentId))
+  // Namespaces nothing runs in (left by a crash of the service), of this service's agents only:
+  // namespaces are host-wide, and another service on the host (another storage) prepares its
+  // agents' namespaces before their processes start (a queued start, a wait for a template).
+  const ours = new Set(names)
+  await options.network.sweep(
+    (agentId) => !ours.has(agentId) || (keep.has(agentId) && supervised.isLive(agentId))
+  )
   return stopped
 }
 
@@ -189,8 +195,8 @@ export async function stopAllAtShutdown(options: {
   spare?: (agentId: string) => boolean
   log: (message: string) => void
 }): Promise<void> {
-  await Promise.race([Promise.allSettled(options.operations), sleep(OPERATIONS_WAIT_MS)])
-  await Promise.race([Promise.allSettled(options.stops()), sleep(options.graceMs + 2_000)])
+  await waitAtMost(Promise.allSettled(options.operations), OPERATIONS_WAIT_MS)
+  await waitAtMost(Promise.allSettled(options.stops()), options.graceMs + 2_000)
   await killMarkedAtShutdown(options.agentsDir, options.log, options.spare)
 }
 

@@ -292,15 +292,10 @@ export class SwarmDriver extends DockerDriver {
     const before = await this.inspect(agentId)
     if (!(await this.#scale(agentId, 0))) return
     // Scaling down is asynchronous: wait (bounded) until no task runs.
-    const deadline = Date.now() + (this.options.stopGraceMs ?? 10_000) + 10_000
-    while (Date.now() < deadline) {
-      const tasks = await this.#tasks(agentId)
-      if (
-        !tasks.some((task) => task.Status?.State === 'running' || PENDING.has(task.Status?.State))
-      )
-        break
-      await sleep(250)
-    }
+    const running = (task: any) =>
+      task.Status?.State === 'running' || PENDING.has(task.Status?.State)
+    const graceMs = (this.options.stopGraceMs ?? 10_000) + 10_000
+    await this.#until(agentId, (tasks) => !tasks.some(running), graceMs)
     // Its state as it stopped goes to the store: the next start may be on another node.
     const record = await this.readRecord(agentId)
     if (record) {
@@ -312,14 +307,19 @@ export class SwarmDriver extends DockerDriver {
   }
 
   async #removeService(agentId: string) {
+    // Tasks on their way out (a scale to 0) are reaped first: Engine 20.10's manager, removing a
+    // service, dereferences a task the reaper deleted meanwhile, and that panic takes dockerd down.
+    const leaving = (task: any) => task.DesiredState === 'remove'
+    await this.#until(agentId, (tasks) => !tasks.some(leaving), 10_000)
     await ignoreStatus(this.#service(agentId).remove(), 404)
     // Task containers go away after the service, each on its node.
-    const deadline = Date.now() + 30_000
-    while (Date.now() < deadline) {
-      const left = await this.#tasks(agentId)
-      if (left.length === 0) return
-      await sleep(250)
-    }
+    await this.#until(agentId, (tasks) => tasks.length === 0, 30_000)
+  }
+
+  /** Until `done` says so of the agent's tasks, or `timeoutMs` passed. */
+  async #until(agentId: string, done: (tasks: any[]) => boolean, timeoutMs: number) {
+    const deadline = Date.now() + timeoutMs
+    while (Date.now() < deadline && !done(await this.#tasks(agentId))) await sleep(250)
   }
 
   override async remove(agentId: string): Promise<void> {

@@ -108,7 +108,20 @@ test.group('Backups of docker agents', (group) => {
         json: {},
         timeoutMs: 120_000,
       })
-      assert.equal(backup.status, 201, JSON.stringify(backup.body))
+      if (backup.status !== 201) {
+        // Seen twice under a full parallel run, never alone: say what the engine and the service had.
+        const volumeNow = await docker
+          .getVolume(dockerNames(agentId).volume)
+          .inspect()
+          .then(
+            () => 'exists',
+            (error: Error) => error.message
+          )
+        throw new Error(
+          `backup: ${backup.status} ${JSON.stringify(backup.body)}; the volume now: ${volumeNow}; ` +
+            `the service said:\n${service.server.output().slice(-4000)}`
+        )
+      }
       const after = await container.inspect()
       assert.isTrue(after.State.Running, 'paused for the copy, never stopped')
       assert.isFalse(after.State.Paused, 'unpaused after it')

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import { test } from '@japa/runner'
+import app from '@adonisjs/core/services/app'
+import { storageDir } from '#core/bootstrap/paths'
 import { frameworkPlugin } from '#agents/services/agent_config'
 import { cgroupBases } from '#runtime/process/cgroups'
 import { gatewayTokenFor } from '#runtime/credentials'
@@ -17,7 +19,6 @@ import {
   uploadArchive,
 } from '#tests/helpers/agent_archives'
 import { startModelUpstream, useUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
-import { sharedCacheDir } from '#tests/helpers/runtime'
 import { startServiceUnderFault, type ServiceUnderFault } from '#tests/helpers/service_under_fault'
 
 /**
@@ -75,7 +76,7 @@ test.group('Backups of running real OpenClaw and Hermes agents', (group) => {
     if (other) return other
     otherAgents = mkdtempSync(join(tmpdir(), 'backup-second-agents-'))
     other = await startServiceUnderFault({
-      STORAGE_DIR: dirname(sharedCacheDir()),
+      STORAGE_DIR: storageDir(app.appRoot),
       AGENTS_DIR: otherAgents,
       APP_KEY: randomBytes(32).toString('base64url'),
       LOG_LEVEL: 'warn',

@@ -72,8 +72,11 @@ test.group('Channels: twitter', (group) => {
     })
     assert.equal(reply.author_id, account.id)
     // The local model quotes the question; its notice makes the answer longer than one post.
-    const thread = x.thread(question.id)
-    assert.isAbove(thread.length, 1, 'a long answer is threaded')
+    // Each post of the thread answers the one before, so they arrive one after another.
+    const thread = await waitFor('a long answer threaded', () => {
+      const posts = x.thread(question.id)
+      return posts.length > 1 && posts
+    })
     assert.isTrue(thread.every((post) => post.text.length <= 280))
     assert.include(thread.map((post) => post.text).join(' '), 'what time is it in Tokyo?')
     await settle()

@@ -12,11 +12,13 @@ import {
   type ModelUpstream,
 } from '#tests/helpers/model_upstream'
 import { waitFor } from '#tests/helpers/runtime'
+import { answersWritten } from '#tests/helpers/answers_written'
 
 const owners = agentOwners({ tier: 'pro' })
 const owner = (options: CreateUserOptions = {}) => owners.create(options)
 
 async function storedMessages(agentId: string) {
+  await answersWritten()
   return db
     .from('chat_messages')
     .where('agent_id', agentId)
@@ -27,11 +29,13 @@ async function storedMessages(agentId: string) {
 }
 
 async function messageCountOf(agentId: string) {
+  await answersWritten()
   const agent = await Agent.findOrFail(agentId)
   return agent.messageCount
 }
 
 async function llmEntries(userId: string) {
+  await answersWritten()
   return db.from('credit_ledger').where({ user_id: userId, kind: 'llm' })
 }
 

@@ -13,6 +13,7 @@ import {
   type ModelUpstream,
 } from '#tests/helpers/model_upstream'
 import { waitFor } from '#tests/helpers/runtime'
+import { answersWritten } from '#tests/helpers/answers_written'
 
 const owners = agentOwners({ tier: 'pro' })
 const owner = (credits = 10_000) => owners.create({ credits })
@@ -44,6 +45,7 @@ function tokensOf(events: string[]): string[] {
 }
 
 async function storedCount(agentId: string): Promise<number> {
+  await answersWritten()
   const rows = await db.from('chat_messages').where('agent_id', agentId)
   return rows.length
 }

@@ -14,11 +14,13 @@ import {
   type ModelUpstream,
 } from '#tests/helpers/model_upstream'
 import type User from '#identity/models/user'
+import { answersWritten } from '#tests/helpers/answers_written'
 
 const owners = agentOwners({ tier: 'pro' })
 const owner = (credits = 10_000) => owners.create({ credits })
 
 async function storedCount(agentId: string) {
+  await answersWritten()
   const rows = await db.from('chat_messages').where('agent_id', agentId)
   return rows.length
 }

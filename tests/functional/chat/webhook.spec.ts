@@ -7,6 +7,7 @@ import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { agentOwners } from '#tests/helpers/agents_http'
 import { jwtFor } from '#tests/helpers/identity'
 import { waitFor } from '#tests/helpers/runtime'
+import { answersWritten } from '#tests/helpers/answers_written'
 
 const owners = agentOwners({ tier: 'pro', credits: 100 })
 const owner = () => owners.create()
@@ -56,6 +57,7 @@ test.group('Inbound webhook', (group) => {
     response.assertStatus(200)
     assert.equal(response.body().data.model, 'local-dev')
     assert.include(response.body().data.content, 'Order 1234 shipped')
+    await answersWritten()
     const stored = await db.from('chat_messages').where('agent_id', agent.id)
     assert.lengthOf(stored, 2)
     await waitFor('the feed message event', async () => {

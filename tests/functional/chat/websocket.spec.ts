@@ -18,6 +18,7 @@ import {
 import { ConsoleVisitor } from '#tests/helpers/console'
 import { JWT_TTL_SECONDS, signJwt } from '#identity/services/jwt'
 import { chatOver as chat, connectChatSocket as connect, wsUrl } from '#tests/helpers/chat_socket'
+import { answersWritten } from '#tests/helpers/answers_written'
 
 interface Session {
   token: string
@@ -51,6 +52,7 @@ test.group('WebSocket /agents/:id/ws', (group) => {
     const after = await quotaService.peek(user)
     assert.equal(after.used - before.used, 2)
 
+    await answersWritten()
     const stored = await db.from('chat_messages').where('agent_id', agent.id)
     assert.lengthOf(stored, 4)
     client.ws.close()
@@ -325,6 +327,7 @@ test.group('WebSocket limits and revocation', (group) => {
     assert.include(refused.payload.message, 'payload.message')
     const surrogate = await chat(socket, 'a\ud800b')
     assert.equal(surrogate.payload.code, 'VALIDATION_ERROR')
+    await answersWritten()
     const stored = await db.from('chat_messages').where('agent_id', agent.id)
     assert.lengthOf(stored, 0)
     const ok = await chat(socket, 'clean\ttext')
@@ -344,6 +347,7 @@ test.group('WebSocket limits and revocation', (group) => {
     socket.ws.send(JSON.stringify({ type: 'chat', payload: { message } }))
     const closed = await socket.closed
     assert.equal(closed.code, 1009)
+    await answersWritten()
     const stored = await db.from('chat_messages').where('agent_id', agent.id)
     assert.lengthOf(stored, 0)
   })

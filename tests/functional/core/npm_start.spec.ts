@@ -42,13 +42,21 @@ async function waitForContainer(
   agent: { id: string; token: string },
   state: string
 ) {
+  let last: unknown
   await waitFor(
     async () => {
       const status = await call(service, `/agents/${agent.id}/status`, agent.token)
+      last = status.body.data
       return status.body.data?.container === state ? true : undefined
     },
-    { timeoutMs: 60_000, what: `agent ${agent.id} to be ${state}` }
-  )
+    // A fixture boot takes a second or two; a loaded CI host has taken a minute.
+    { timeoutMs: 120_000, what: `agent ${agent.id} to be ${state}` }
+  ).catch((error: Error) => {
+    throw new Error(
+      `${error.message}; its last status: ${JSON.stringify(last)}; ` +
+        `the service said:\n${service.output().slice(-3000)}`
+    )
+  })
 }
 
 /** The service's processes, after checking the built server and its PostgreSQL are among them. */

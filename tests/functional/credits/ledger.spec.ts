@@ -5,8 +5,10 @@ import creditLedger from '#credits/services/credit_ledger'
 import { grantMonthlyCredits, monthlyGrantKey } from '#credits/services/monthly_grant'
 import { tiers } from '#config/plans'
 import { createUser, creditsOf } from '#tests/helpers/identity'
+import { answersWritten } from '#tests/helpers/answers_written'
 
 async function ledgerSum(userId: string) {
+  await answersWritten()
   const rows = await db.from('credit_ledger').where('user_id', userId).sum('credits as total')
   return Number(rows[0].total ?? 0)
 }

@@ -226,6 +226,35 @@ test.group('Data export', () => {
     await waitForMail(user.email, { subject: /export/i, count: 2 })
   })
 
+  test('a job turning ready while a request checks does not let a second one start', async ({
+    client,
+    assert,
+  }) => {
+    const user = await createUser()
+    const [job] = await db
+      .table('data_exports')
+      .insert({
+        id: crypto.randomUUID(),
+        user_id: user.id,
+        status: 'processing',
+        created_at: new Date(),
+      })
+      .returning('id')
+    // The job's move to ready, not yet committed: an insert that passed a
+    // check for ready jobs only would wait on it, then succeed.
+    const turningReady = await db.transaction()
+    await turningReady.from('data_exports').where('id', job.id).update({ status: 'ready' })
+    const answer = Promise.resolve(client.post('/auth/export-data').bearerToken(jwtFor(user)))
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    await turningReady.commit()
+
+    const response = await answer
+    response.assertStatus(429)
+    assert.equal(response.body().code, 'RATE_LIMIT_EXCEEDED')
+    const jobs = await db.from('data_exports').where('user_id', user.id)
+    assert.lengthOf(jobs, 1)
+  })
+
   test('export needs a JWT', async ({ client }) => {
     const response = await client.post('/auth/export-data')
     response.assertStatus(401)

@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
@@ -5,6 +6,7 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { createServer, type AddressInfo, type Server } from 'node:net'
 import { networkInterfaces } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import { test } from '@japa/runner'
 import { agentPaths } from '#runtime/agent_paths'
 import { gatewayTokenFor } from '#runtime/credentials'
@@ -17,6 +19,7 @@ import { dial, PRIVATE_LAN, startPrivateLan } from '#tests/helpers/private_lan'
 import { fixtureSpec, processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
 
 const unavailable = agentNetworkUnavailable()
+const ipCommand = (...args: string[]) => promisify(execFile)('ip', args)
 
 /** The same dial, from inside the agent: a script run by its own shell. */
 const PROBE = `
@@ -191,5 +194,39 @@ test.group('Agent network: a namespace per agent (process driver)', (group) => {
 
       await harness.runtime.remove(agentId)
       assert.isFalse(existsSync(netns), 'gone with the delete')
+    })
+
+  test(
+    'a namespace the service was killed while making is made again before the agent starts in it'
+  )
+    .skip(unavailable !== undefined, `agent namespaces need ${unavailable}`)
+    .timeout(60_000)
+    .run(async ({ assert }) => {
+      const agentId = randomUUID()
+      const name = netnsName(agentId)
+      // What a kill -9 between `ip addr add` and `ip link set lo up` leaves: the namespace, its
+      // link and its address, but loopback, links, route and rules not yet set.
+      await ipCommand('netns', 'add', name)
+      closers.push(() => ipCommand('netns', 'del', name).catch(() => undefined))
+      await ipCommand(
+        'link',
+        'add',
+        `ahx${agentId.slice(0, 8)}`,
+        'type',
+        'veth',
+        'peer',
+        'name',
+        'eth0',
+        'netns',
+        name
+      )
+      await ipCommand('-n', name, 'addr', 'add', '10.213.254.250/16', 'dev', 'eth0')
+
+      await harness.runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true })
+      const again = await shell(agentId, 'echo ok')
+      assert.equal(again.stdout.trim(), 'ok', 'reached in its namespace')
+      const { stdout } = await ipCommand('-n', name, '-j', 'link', 'show', 'lo')
+      assert.include(JSON.parse(stdout)[0].flags, 'UP', 'its loopback is up')
+      await harness.runtime.remove(agentId)
     })
 })

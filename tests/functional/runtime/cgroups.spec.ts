@@ -177,7 +177,7 @@ test.group(
       const spec = fixtureSpec(agentId)
       await harness.runtime.ensureStarted(spec, { waitReady: true })
       const cgroup = new AgentCgroup(agentId, cgroupBases()!)
-      assert.isTrue(await cgroup.freeze())
+      assert.strictEqual(await cgroup.freeze(), true)
       assert.equal(read(cgroup.dirs.freezer!, 'freezer.state'), 'FROZEN')
 
       await harness.restartService()

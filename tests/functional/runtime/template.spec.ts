@@ -1,11 +1,21 @@
 import { randomUUID } from 'node:crypto'
-import { existsSync, readFileSync, statSync } from 'node:fs'
-import { join } from 'node:path'
+import {
+  copyFileSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs'
+import { join, resolve } from 'node:path'
 import { test } from '@japa/runner'
-import { agentPaths } from '#runtime/agent_paths'
+import { SERVICE_FOLDER, agentPaths } from '#runtime/agent_paths'
 import { gatewayTokenFor } from '#runtime/credentials'
 import { agentNetworkUnavailable } from '#runtime/process/agent_network/agent_networks'
 import { criu } from '#runtime/process/checkpoint'
+import { emptyTemplateCounts } from '#runtime/process/template'
 import { markedAgentIdsUnder, markedProcesses, readRecord } from '#runtime/process/process_record'
 import { agentUid, bubblewrapWorks } from '#runtime/process/sandbox'
 import { fixtureSpec, processHarness, type RuntimeHarness } from '#tests/helpers/runtime'
@@ -66,6 +76,39 @@ function startedFromTemplate(harness: RuntimeHarness, agentId: string) {
   )
 }
 
+/** When each template on disk was built. */
+function builtTemplates(harness: RuntimeHarness): string[] {
+  const dir = join(harness.agentsDir, SERVICE_FOLDER, '.templates')
+  return readdirSync(dir)
+    .filter((name) => existsSync(join(dir, name, 'template.json')))
+    .map((name) => JSON.parse(readFileSync(join(dir, name, 'template.json'), 'utf8')).createdAt)
+}
+
+/** The folder of the one template on disk. */
+function templateDirOf(harness: RuntimeHarness): string {
+  const dir = join(harness.agentsDir, SERVICE_FOLDER, '.templates')
+  const [key] = readdirSync(dir).filter((name) => existsSync(join(dir, name, 'template.json')))
+  return join(dir, key)
+}
+
+/** A sleeping agent's checkpoint: its meta, and the images its `parent` link names (if any). */
+function checkpointOf(harness: RuntimeHarness, agentId: string) {
+  const dir = agentPaths(harness.agentsDir, agentId).checkpoint
+  const link = join(dir, 'parent')
+  return {
+    meta: JSON.parse(readFileSync(join(dir, 'checkpoint.json'), 'utf8')),
+    parent: existsSync(link) ? resolve(dir, readlinkSync(link)) : undefined,
+  }
+}
+
+/** A template built, then a new agent started (from it, where all goes well): its id. */
+async function agentFromTemplate(harness: RuntimeHarness): Promise<string> {
+  await buildTemplate(harness)
+  const agentId = randomUUID()
+  await startReady(harness, agentId)
+  return agentId
+}
+
 /** The first agent boots cold (counted `missing`) and the template is built meanwhile. */
 async function buildTemplate(harness: RuntimeHarness) {
   const first = randomUUID()
@@ -102,10 +145,17 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
     const identity = await getWithTokenOf(harness, agentId, agentId, '/identity')
     const secondIdentity = await getWithTokenOf(harness, second, second, '/identity')
     assert.equal(identity.body.now, identity.body.atBoot)
-    const onHost = statSync(join(agentPaths(harness.agentsDir, agentId).state, 'fixture.json'), {
-      bigint: true,
-    })
-    assert.notEqual(`${onHost.dev}:${onHost.ino}`, identity.body.now)
+    assert.equal(secondIdentity.body.now, identity.body.atBoot)
+    // Two files on the host, so two inodes, yet both show the template's: at least one is
+    // mapped. (Not "each differs from the template's": its file is gone with its run, and
+    // the kernel may give its inode number to one of the copies, as it did once in a run.)
+    const onHost = (id: string) => {
+      const info = statSync(join(agentPaths(harness.agentsDir, id).state, 'fixture.json'), {
+        bigint: true,
+      })
+      return `${info.dev}:${info.ino}`
+    }
+    assert.notEqual(onHost(agentId), onHost(second))
     assert.notEqual(secondIdentity.body.random, identity.body.random)
     await harness.runtime.stop(second)
 
@@ -153,6 +203,10 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
     // It sleeps with a checkpoint of its own and wakes restored, counting on.
     await harness.runtime.sleep(agentId)
     assert.deepEqual(markedProcesses(agentId), [])
+    // The checkpoint keeps only the pages that are not the template's (checkpoint_delta.ts).
+    const checkpoint = checkpointOf(harness, agentId)
+    assert.isString(checkpoint.meta.templateIdentity, 'a delta on the template')
+    assert.equal(checkpoint.parent, templateDirOf(harness))
     await startReady(harness, agentId)
     const woken = await count(harness, agentId)
     assert.equal(woken.count, 2, 'its memory came back')
@@ -168,6 +222,113 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
     assert.include(
       readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8'),
       'received SIGTERM'
+    )
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(180_000)
+
+  test('a template built ahead at service start: agents created meanwhile wait for it, none boots cold', async ({
+    assert,
+  }) => {
+    const plugin = harness.registry.framework('fixture')
+    // The template's own run is never one of the driver's agents (placement leases only those).
+    const seenLive = new Set<string>()
+    const watch = setInterval(
+      () => harness.driver.liveAgents().forEach((id) => seenLive.add(id)),
+      10
+    )
+    // What the service does at start (prepareFrameworks with a default new agent's spec).
+    const ahead = harness.driver.prepareFrameworks([plugin], () => fixtureSpec(randomUUID()))
+    // Created while it builds: each waits for the template rather than booting beside it.
+    const waiting = [randomUUID(), randomUUID()]
+    await Promise.all(waiting.map((agentId) => startReady(harness, agentId)))
+    await ahead
+    for (const agentId of waiting) assert.isTrue(startedFromTemplate(harness, agentId))
+    assert.equal(harness.driver.templateCounts().restored, 2)
+    assert.deepEqual(harness.driver.templateCounts().coldBoots, emptyTemplateCounts().coldBoots)
+    clearInterval(watch)
+    assert.sameMembers([...seenLive], waiting)
+    const log = readFileSync(agentPaths(harness.agentsDir, waiting[0]).logFile, 'utf8')
+    assert.include(log, 'template start')
+
+    // A later start of the service finds it on disk: nothing is built again.
+    const before = builtTemplates(harness)
+    assert.lengthOf(before, 1)
+    await harness.driver.prepareFrameworks([plugin], () => fixtureSpec(randomUUID()))
+    assert.deepEqual(builtTemplates(harness), before)
+    const next = randomUUID()
+    await startReady(harness, next)
+    assert.isTrue(startedFromTemplate(harness, next))
+    assert.equal(harness.driver.templateCounts().restored, 3)
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(180_000)
+
+  test('two agents from one template draw random values of their own', async ({ assert }) => {
+    await buildTemplate(harness)
+    const draws: Array<Record<string, unknown>> = []
+    for (const agentId of [randomUUID(), randomUUID()]) {
+      await startReady(harness, agentId)
+      assert.isTrue(startedFromTemplate(harness, agentId))
+      const { body } = await getWithTokenOf(harness, agentId, agentId, '/identity')
+      draws.push(body)
+    }
+    const [one, two] = draws
+    // The fixture drew each kind once at its boot, before the template's dump: Node.js and V8
+    // kept the rest of their batches in memory, which both copies have.
+    assert.notEqual(one.random, two.random, 'crypto.randomBytes (OpenSSL, reseeded by the shim)')
+    assert.notEqual(one.uuid, two.uuid, 'crypto.randomUUID')
+    assert.notEqual(one.webUuid, two.webUuid, 'globalThis.crypto.randomUUID')
+    assert.notEqual(one.int, two.int, 'crypto.randomInt')
+    assert.notEqual(one.math, two.math, 'Math.random')
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(120_000)
+
+  test('a template CRIU cannot restore is built again after two failures in a row', async ({
+    assert,
+  }) => {
+    await buildTemplate(harness)
+    // Its images damaged as a file its copies cannot open would: CRIU refuses every copy.
+    writeFileSync(join(templateDirOf(harness), 'files.img'), 'not an image')
+    for (const [index, agentId] of [randomUUID(), randomUUID()].entries()) {
+      await startReady(harness, agentId)
+      assert.isFalse(startedFromTemplate(harness, agentId))
+      assert.equal(harness.driver.templateCounts().coldBoots.restore, index + 1)
+      const booted = await count(harness, agentId)
+      assert.equal(booted.count, 1, 'it booted and answers')
+    }
+    await harness.driver.whenTemplatesBuilt()
+    const next = randomUUID()
+    await startReady(harness, next)
+    assert.isTrue(startedFromTemplate(harness, next), 'from the template built again')
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(120_000)
+
+  test('a delta checkpoint whose template was written anew meanwhile is never restored: the agent boots', async ({
+    assert,
+  }) => {
+    const agentId = await agentFromTemplate(harness)
+    assert.isTrue(startedFromTemplate(harness, agentId))
+    const counted = await count(harness, agentId)
+    await harness.runtime.sleep(agentId)
+    const { meta, parent } = checkpointOf(harness, agentId)
+    assert.isString(meta.templateIdentity)
+
+    // A rebuild writes the template's images as new files (here with the same bytes: the
+    // identity, not the content, is what a wake checks).
+    for (const name of readdirSync(parent!).filter((file) => /^pages-\d+\.img$/.test(file))) {
+      copyFileSync(join(parent!, name), join(parent!, `${name}.new`))
+      renameSync(join(parent!, `${name}.new`), join(parent!, name))
+    }
+    await startReady(harness, agentId)
+    const booted = await count(harness, agentId)
+    assert.equal(booted.count, 1, 'a fresh boot counts from one')
+    assert.notEqual(booted.since, counted.since)
+    assert.include(
+      readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8'),
+      'its checkpoint is a delta on a template rebuilt or removed since: booting'
     )
   })
     .skip(!canTemplate, skipReason)
@@ -208,9 +369,7 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
   test("a template-started agent is found as this service's after a restart: adopted, stopped", async ({
     assert,
   }) => {
-    await buildTemplate(harness)
-    const agentId = randomUUID()
-    await startReady(harness, agentId)
+    const agentId = await agentFromTemplate(harness)
     assert.isTrue(startedFromTemplate(harness, agentId))
     const { since } = await count(harness, agentId)
     // Its HOME is /agent/home: the agents folder is named in its environment instead.

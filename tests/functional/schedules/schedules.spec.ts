@@ -2,10 +2,14 @@ import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
 import { runDueSchedules } from '#schedules/services/schedule_service'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
-import { agentOwners, putToSleep, servingFixtureAgent } from '#tests/helpers/agents_http'
+import {
+  agentOwners,
+  putToSleep,
+  servingFixtureAgent,
+  waitUntilServing,
+} from '#tests/helpers/agents_http'
 import { creditsOf, createUser, jwtFor } from '#tests/helpers/identity'
 import { startModelUpstream, useUpstream, type ModelUpstream } from '#tests/helpers/model_upstream'
-import { waitFor } from '#tests/helpers/runtime'
 
 async function ownerWithAgent(
   options: { tier?: 'free' | 'pro'; status?: 'active' | 'stopped' } = {}
@@ -273,8 +277,7 @@ test.group('Schedules: a sleeping agent, the container path and metering', (grou
     const [asleepRun] = await runsOf(task.id)
     assert.equal(asleepRun.status, 'ok', asleepRun.error ?? '')
     assert.lengthOf(upstream.requests, 1, 'answered by the hosted model while it wakes')
-    await waitFor('the agent to wake', () => service.isRunning(agent.id), 30_000)
-    await service.waitUntilReady(agent.id, { timeoutMs: 30_000 })
+    await waitUntilServing(agent.id, 30_000)
 
     // The next slot finds it awake: the agent's own framework answers.
     const second = new Date()
@@ -283,10 +286,16 @@ test.group('Schedules: a sleeping agent, the container path and metering', (grou
     const runs = await client.get(`/agents/${agent.id}/schedules/${task.id}/runs`).bearerToken(jwt)
     const [latest] = runs.body().data.runs
     assert.equal(latest.status, 'ok', latest.error ?? '')
+    // When it was not: what its container did meanwhile, on the failure's first line.
+    let why = ''
+    if (latest.replyExcerpt !== 'echo: Scheduled while asleep') {
+      const log = await service.logs(agent.id, { tail: 12 })
+      why = ` (running: ${await service.isRunning(agent.id)}; its log ends: ${log.replace(/\s+/g, ' ')})`
+    }
     assert.equal(
       latest.replyExcerpt,
       'echo: Scheduled while asleep',
-      'the fixture framework answered'
+      `the fixture framework answered${why}`
     )
     assert.lengthOf(upstream.requests, 1, 'no second hosted call')
   }).timeout(90_000)

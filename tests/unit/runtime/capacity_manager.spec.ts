@@ -166,7 +166,28 @@ test.group('Capacity manager: boot queue order', () => {
       ['c1', { owner: 'C' }],
       ['b2', { owner: 'B' }],
     ])
-    assert.deepEqual(admitted, ['a1', 'b1', 'c1', 'a2', 'b2', 'a3', 'a4'])
+    // None served yet: fewer starts waiting first (C's one, B's two, A's four), then turns.
+    assert.deepEqual(admitted, ['c1', 'b1', 'a1', 'b2', 'a2', 'a3', 'a4'])
+  })
+
+  test("a new account's first agent is not held back by burst accounts that have not had a turn yet", async ({
+    assert,
+  }) => {
+    const { capacity } = manager(1, 10_000)
+    await capacity.admit('blocker', 100)
+    // Ten accounts of a burst, three starts each, all waiting.
+    for (let round = 1; round <= 3; round++) {
+      for (let account = 0; account < 10; account++) {
+        void capacity.admit(`burst${account}-${round}`, 100, { owner: `burst${account}` })
+      }
+    }
+    capacity.booted('blocker')
+    await settled(Promise.resolve())
+    assert.isTrue(capacity.isAdmitted('burst0-1'), 'the first account had its turn')
+    // A new account arrives: nine burst accounts have not had a turn yet.
+    void capacity.admit('newcomer', 100, { owner: 'newcomer' })
+    assert.equal(capacity.queuePosition('newcomer'), 1)
+    assert.deepEqual(capacity.queueOrder().slice(1, 3), ['burst1-1', 'burst2-1'])
   })
 
   test('the queue position is the place the pump admits from', async ({ assert }) => {
@@ -176,17 +197,18 @@ test.group('Capacity manager: boot queue order', () => {
       ['a1', 'A'],
       ['a2', 'A'],
       ['b1', 'B'],
+      ['b2', 'B'],
     ]) {
       void capacity.admit(agentId, 100, { owner, priority: 'background' })
     }
-    assert.deepEqual(capacity.queueOrder(), ['a1', 'b1', 'a2'])
+    assert.deepEqual(capacity.queueOrder(), ['a1', 'b1', 'a2', 'b2'])
     assert.equal(capacity.queuePosition('b1'), 2)
     assert.equal(capacity.queuePosition('a2'), 3)
     assert.isNull(capacity.queuePosition('blocker'), 'an admitted agent has no place')
     assert.isNull(capacity.queuePosition('unknown'))
     capacity.booted('blocker')
     await settled(Promise.resolve())
-    assert.deepEqual(capacity.queueOrder(), ['b1', 'a2'])
+    assert.deepEqual(capacity.queueOrder(), ['b1', 'a2', 'b2'])
     assert.equal(capacity.queuePosition('b1'), 1)
   })
 
@@ -232,14 +254,16 @@ test.group('Capacity manager: boot queue order', () => {
       ['a-cold', { owner: 'A' }],
       ['a-wake-1', { owner: 'A', resumes: true }],
       ['a-wake-2', { owner: 'A', resumes: true }],
-      ['b-wake', { owner: 'B', resumes: true }],
+      ['b-wake-1', { owner: 'B', resumes: true }],
+      ['b-wake-2', { owner: 'B', resumes: true }],
       ['c-pre-wake', { owner: 'C', resumes: true, priority: 'background' }],
       ['c-pre-cold', { owner: 'C', priority: 'background' }],
     ])
     assert.deepEqual(admitted, [
       'a-wake-1',
-      'b-wake',
+      'b-wake-1',
       'a-wake-2',
+      'b-wake-2',
       'a-cold',
       'c-pre-wake',
       'c-pre-cold',

@@ -94,8 +94,8 @@ export class AgentNetworking {
   }
 
   /** Removes idle namespaces of agents not in use here (boot, sweeps). */
-  async sweep(inUse: (agentId: string) => boolean): Promise<void> {
-    const removed = (await this.networks?.sweepIdle(inUse)) ?? []
+  async sweep(leaveAlone: (agentId: string) => boolean): Promise<void> {
+    const removed = (await this.networks?.sweepIdle(leaveAlone)) ?? []
     if (removed.length) this.log(`removed idle agent network namespaces: ${removed.join(', ')}`)
   }
 

@@ -41,6 +41,8 @@ const run = promisify(execFile)
 export const BRIDGE = 'ahagents0'
 const STATE_DIR = '/run/agent-host/agent-net'
 const LEASES = join(STATE_DIR, 'leases')
+/** `<agent id>` here: its namespace was made to the end (a kill mid-way leaves none). */
+const MADE = join(STATE_DIR, 'made')
 const NSENTER = ['/usr/bin/nsenter', '/bin/nsenter'].find((path) => existsSync(path))
 const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((path) => existsSync(path))
 const IP = ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'].find((path) => existsSync(path))
@@ -200,6 +202,7 @@ export class AgentNetworks {
       }
     }
     await mkdir(LEASES, { recursive: true, mode: 0o700 })
+    await mkdir(MADE, { recursive: true, mode: 0o700 })
     this.log(`agent networks: one namespace per agent on ${BRIDGE} (${cidr})`)
   }
 
@@ -240,8 +243,9 @@ export class AgentNetworks {
     const path = `/run/netns/${name}`
     if (existsSync(path)) {
       const address = await namespaceAddress(name)
-      if (address) return { name, path, address }
-      // Half made (a crash while preparing it): made again.
+      if (address && (await this.#madeToTheEnd(agentId, name))) return { name, path, address }
+      // Half made (the service killed while making it: its loopback, link, route or rules
+      // may be missing, and an agent started in it would never be reached): made again.
       await this.teardown(agentId)
     }
     const address = await this.#lease(agentId)
@@ -279,11 +283,25 @@ export class AgentNetworks {
         args: ['-c', 'echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet'],
       })
       await run(sysctl.command, sysctl.args)
+      await writeFile(join(MADE, agentId), '', { mode: 0o600 })
     } catch (error) {
       await this.teardown(agentId)
       throw new Error(`could not make the agent's network namespace: ${(error as Error).message}`)
     }
     return { name, path, address }
+  }
+
+  /**
+   * Whether the namespace was made to its last step. One something runs in
+   * was (processes start only in a finished one; a namespace made before
+   * the marker existed is marked so).
+   */
+  async #madeToTheEnd(agentId: string, name: string): Promise<boolean> {
+    if (existsSync(join(MADE, agentId))) return true
+    const { stdout } = await ip('netns', 'pids', name).catch(() => ({ stdout: '' }))
+    if (!stdout.trim()) return false
+    await writeFile(join(MADE, agentId), '', { mode: 0o600 })
+    return true
   }
 
   /** Takes the first free candidate address, atomically (a lease file made exclusively). */
@@ -304,6 +322,7 @@ export class AgentNetworks {
   /** Removes the agent's namespace, its veth pair and its address lease. */
   async teardown(agentId: string): Promise<void> {
     const name = netnsName(agentId)
+    await rm(join(MADE, agentId), { force: true })
     if (existsSync(`/run/netns/${name}`)) await ip('netns', 'del', name).catch(() => undefined)
     await ip('link', 'del', vethName(agentId)).catch(() => undefined)
     let leases: string[] = []
@@ -321,10 +340,10 @@ export class AgentNetworks {
 
   /**
    * Removes the namespaces nothing runs in (left by a crash of the service,
-   * or by agents gone meanwhile) except the ones `inUse` names; a very young
+   * or by agents gone meanwhile) except the ones `leaveAlone` names; a very young
    * one is left alone (another instance may be about to start an agent in it).
    */
-  async sweepIdle(inUse: (agentId: string) => boolean): Promise<string[]> {
+  async sweepIdle(leaveAlone: (agentId: string) => boolean): Promise<string[]> {
     let names: string[] = []
     try {
       const entries = await readdir('/run/netns')
@@ -335,9 +354,10 @@ export class AgentNetworks {
     const removed: string[] = []
     for (const name of names) {
       const agentId = name.slice(3)
-      if (inUse(agentId)) continue
+      if (leaveAlone(agentId)) continue
       const info = await stat(`/run/netns/${name}`).catch(() => undefined)
-      if (info && Date.now() - info.mtimeMs < SWEEP_MIN_AGE_MS) continue
+      const minAgeMs = this.settings.sweepMinAgeMs ?? SWEEP_MIN_AGE_MS
+      if (info && Date.now() - info.mtimeMs < minAgeMs) continue
       const { stdout } = await ip('netns', 'pids', name).catch(() => ({ stdout: 'unknown' }))
       if (stdout.trim()) continue
       await this.teardown(agentId)

@@ -9,6 +9,8 @@ export interface AgentNetworkSettings {
   cidr: string
   /** Private destinations agents may still reach (AGENT_NETWORK_ALLOW, comma-separated CIDRs). */
   allow: string[]
+  /** How young a namespace a sweep leaves alone (another instance may be starting in it); 60 s. */
+  sweepMinAgeMs?: number
 }
 
 export const DEFAULT_AGENT_NETWORK_CIDR = '10.213.0.0/16'

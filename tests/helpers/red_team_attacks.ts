@@ -6,6 +6,10 @@
  * answers from the host, ...), then fails exactly when the attack worked.
  * One agent per mode runs every attack; the outcomes make the table printed
  * at the end of the suite (storage/redteam-report.md).
+ *
+ * The attacks, and the group of tests of one mode (redTeamGroup): each mode
+ * has its spec file in tests/redteam/, so the parallel runner can run the
+ * modes in different shards (only the docker one shares the Docker engine).
  */
 import { spawnSync, type ChildProcess } from 'node:child_process'
 import { readFileSync, rmSync } from 'node:fs'
@@ -35,6 +39,7 @@ import {
   type Outcome,
   type RedTeamRange,
 } from '#tests/helpers/red_team'
+import type { RedTeamModeName } from '#tests/helpers/red_team_report'
 
 /** The attack cannot be tried on this host (its target is not here); says why. */
 class NotApplicable extends Error {}
@@ -592,7 +597,9 @@ const ATTACKS: Attack[] = [
   },
 ]
 
-for (const mode of SANDBOX_MODES) {
+/** The red team's tests on the sandbox mode `name`. */
+export function redTeamGroup(name: RedTeamModeName) {
+  const mode = SANDBOX_MODES.find((candidate) => candidate.name === name)!
   test.group(`Red team / ${mode.name}`, (group) => {
     let range: RedTeamRange | undefined
     let skipReason: string | undefined

@@ -1,0 +1,4 @@
+import { redTeamGroup } from '#tests/helpers/red_team_attacks'
+
+// The tenant-boundary attacks on the bubblewrap sandbox mode (tests/helpers/red_team_attacks.ts).
+redTeamGroup('bubblewrap')
