@@ -9,6 +9,8 @@ import env from '#start/env'
  * 8 GB), AGENT_IDLE_SLEEP_SECS (default 900) and AGENT_WORKSPACE_QUOTA_MB
  * (default 1024). AGENT_BOOT_QUEUE=fifo restores the boot queue's earlier
  * first-come order: bench/density's baseline, not a setting to run with.
+ * AGENT_ROOM_SLEEPS: most agents put to sleep for room at once (default: the
+ * boot concurrency); 1, the earlier one at a time, is the bench's baseline.
  */
 const hostMb = Math.floor(totalmem() / 1024 / 1024)
 const reserveMb = Math.min(8192, Math.max(2048, Math.floor(hostMb / 4)))
@@ -25,6 +27,9 @@ export const agentCapacityConfig = {
     positive(env.get('AGENT_MEMORY_BUDGET_MB'), Math.max(512, hostMb - reserveMb))
   ),
   bootQueue: env.get('AGENT_BOOT_QUEUE') ?? 'fair',
+  roomSleeps: env.get('AGENT_ROOM_SLEEPS')
+    ? Math.floor(positive(env.get('AGENT_ROOM_SLEEPS'), 1))
+    : undefined,
   idleSleepMs,
   /** How often idle agents are looked for: a quarter of the idle time, 1 to 30 s. */
   idleCheckEveryMs: Math.min(30_000, Math.max(1000, Math.floor(idleSleepMs / 4))),

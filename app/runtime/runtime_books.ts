@@ -25,6 +25,7 @@ export abstract class RuntimeBooks extends RuntimeReads {
       bootConcurrency: options.capacity?.bootConcurrency ?? Number.POSITIVE_INFINITY,
       memoryBudgetMb: options.capacity?.memoryBudgetMb ?? Number.POSITIVE_INFINITY,
       order: options.capacity?.bootQueue,
+      roomSleeps: options.capacity?.roomSleeps,
       // A sleep for room: a start waits on it, so it takes no warm-up turn.
       sleep: (agentId) => this.sleep(agentId, { warmUp: false }),
       log: (message, detail) => options.log?.('info', message, detail),

@@ -29,6 +29,8 @@ export interface RuntimeServiceOptions {
     workspaceQuotaMb?: number
     /** The boot queue's order (capacity_manager.ts); fifo is the bench's baseline only. */
     bootQueue?: BootQueueOrder
+    /** Most agents put to sleep for room at once (default: bootConcurrency); 1 is the bench's baseline. */
+    roomSleeps?: number
   }
   /**
    * The capacity book the instances of this host share (host_book.ts);

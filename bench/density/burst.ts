@@ -49,8 +49,12 @@ export interface BurstOptions {
   warm: boolean
 }
 
-/** `fair-whole`: the fair queue with whole checkpoints (AGENT_CHECKPOINT_DELTA=off), the deltas' baseline. */
-export type Order = 'fair' | 'fifo' | 'fair-whole'
+/**
+ * `fair-whole`: the fair queue with whole checkpoints (AGENT_CHECKPOINT_DELTA=off), the deltas'
+ * baseline. `fair-serial`: the fair queue putting one agent to sleep for room at a time
+ * (AGENT_ROOM_SLEEPS=1), the baseline of sleeping several at once.
+ */
+export type Order = 'fair' | 'fifo' | 'fair-whole' | 'fair-serial'
 
 interface Tracked {
   id: string
@@ -174,6 +178,7 @@ async function burstRun(order: Order, options: BurstOptions): Promise<BurstResul
   const bench = await startBenchServer(options.framework, {
     AGENT_BOOT_QUEUE: order === 'fifo' ? 'fifo' : 'fair',
     AGENT_CHECKPOINT_DELTA: order === 'fair-whole' ? 'off' : 'on',
+    ...(order === 'fair-serial' ? { AGENT_ROOM_SLEEPS: '1' } : {}),
     AGENT_BOOT_CONCURRENCY: options.bootConcurrency,
     // Nobody sleeps during the run: every launch is the agent's first.
     AGENT_IDLE_SLEEP_SECS: '86400',

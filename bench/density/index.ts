@@ -20,7 +20,7 @@
  *
  *   npm run bench:density -- --burst [--agents 200] [--accounts 50] [--probes 10]
  *                            [--framework fixture|openclaw] [--boot-ms 3000]
- *                            [--boot-concurrency <cores>] [--orders fair,fifo,fair-whole]
+ *                            [--boot-concurrency <cores>] [--orders fair,fifo,fair-whole,fair-serial]
  *                            [--no-warm]
  *
  * Burst mode (bench/density/burst.ts): every agent created at once, each
@@ -73,7 +73,7 @@ if (values.burst) {
     bootMinutes: Number(values['boot-minutes'] ?? 60),
     orders: values
       .orders!.split(',')
-      .filter((order): order is Order => /^(fair|fifo|fair-whole)$/.test(order)),
+      .filter((order): order is Order => /^(fair|fifo|fair-whole|fair-serial)$/.test(order)),
     warm: values.warm!,
   })
   process.exit(0)

@@ -26,6 +26,19 @@ export interface FileTiming {
 }
 
 /**
+ * The first frame of an error's stack in a test file: which line of the test
+ * failed (an error thrown deep in app code names only what, not where).
+ */
+function testFrame(error: unknown): string | undefined {
+  if (!(error instanceof Error) || !error.stack) return undefined
+  for (const line of error.stack.split('\n').slice(1)) {
+    const found = line.match(/(?:file:\/\/)?(\/[^\s()]*\/(tests\/[^\s():]+):(\d+):\d+)/)
+    if (found && !found[2].startsWith('tests/helpers/')) return `at ${found[2]}:${found[3]}`
+  }
+  return undefined
+}
+
+/**
  * A failure's title and the first lines of its errors: the summary at the end
  * of a run (all a CI log's tail may show) then says why, not only what.
  */
@@ -33,7 +46,8 @@ function describeFailure(title: string, errors: Array<{ phase: string; error: un
   const reasons = errors.map(({ phase, error }) => {
     const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
     const short = text.split('\n').slice(0, 4).join(' | ')
-    return `${phase}: ${short.length > 600 ? `${short.slice(0, 600)}...` : short}`
+    const where = testFrame(error)
+    return `${phase}: ${short.length > 1000 ? `${short.slice(0, 1000)}...` : short}${where ? ` (${where})` : ''}`
   })
   return reasons.length > 0 ? `${title}\n      ${reasons.join('\n      ')}` : title
 }

@@ -54,6 +54,8 @@ export interface CapacitySettings {
   order?: BootQueueOrder
   /** Puts an admitted agent to sleep to make room; resolves once its container is stopped. */
   sleep: (agentId: string) => Promise<void>
+  /** Most agents put to sleep for room at once. Default: `bootConcurrency`. */
+  roomSleeps?: number
   log?: (message: string, detail?: Record<string, unknown>) => void
   /** The book the instances of this host share; absent: this instance's books alone. */
   book?: SharedBook
@@ -321,25 +323,12 @@ export class CapacityManager {
         // A boot ahead of time never costs a running agent its container. It is the
         // head only when no interactive start waits, so it blocks nobody.
         if (head.priority === 'background' && !this.#fifo) return
-        const victim = room.find((agentId) => !this.#evicting.has(agentId))
-        if (!victim) return
-        this.#evicting.add(victim)
-        this.settings.log?.('putting the least recently used agent to sleep to make room', {
-          agentId: victim,
-          for: head.agentId,
-        })
-        try {
-          await this.settings.sleep(victim)
-        } catch (error) {
-          this.settings.log?.('could not put an agent to sleep', {
-            agentId: victim,
-            error: (error as Error).message,
-          })
-          return
-        } finally {
-          this.#evicting.delete(victim)
-        }
-        this.#admitted.delete(victim)
+        // One sleep for each start that waits for room and could take a free boot slot, under
+        // way together (their dumps overlap); each that ends pumps again.
+        const wanted = this.#roomBatch() - this.#evicting.size
+        const victims = room.filter((agentId) => !this.#evicting.has(agentId)).slice(0, wanted)
+        for (const victim of victims) void this.#sleepForRoom(victim, head)
+        return
       }
     } catch (error) {
       this.settings.log?.('boot queue: admission failed', { error: (error as Error).message })
@@ -350,6 +339,42 @@ export class CapacityManager {
         void this.#pump()
       } else this.#retryLater()
     }
+  }
+
+  /**
+   * How many agents may be under way to sleep for room: as many as waiting
+   * starts that may make room (interactive ones; any with fifo) and free boot
+   * slots allow, at most `roomSleeps`.
+   */
+  #roomBatch(): number {
+    const slots = this.settings.bootConcurrency - this.snapshot().booting
+    const waiting = this.#fifo
+      ? this.#queue.length
+      : this.#queue.filter((entry) => entry.priority === 'interactive').length
+    const most = this.settings.roomSleeps ?? this.settings.bootConcurrency
+    return Math.max(1, Math.min(slots, waiting, most))
+  }
+
+  /** Puts `victim` to sleep for `head`, then admits again (a failure waits for the next event). */
+  async #sleepForRoom(victim: string, head: Waiting): Promise<void> {
+    this.#evicting.add(victim)
+    this.settings.log?.('putting the least recently used agent to sleep to make room', {
+      agentId: victim,
+      for: head.agentId,
+    })
+    try {
+      await this.settings.sleep(victim)
+    } catch (error) {
+      this.settings.log?.('could not put an agent to sleep', {
+        agentId: victim,
+        error: (error as Error).message,
+      })
+      return
+    } finally {
+      this.#evicting.delete(victim)
+    }
+    this.#admitted.delete(victim)
+    void this.#pump()
   }
 
   /**

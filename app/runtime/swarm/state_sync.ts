@@ -299,8 +299,15 @@ export class StateSync {
    * wrote since its last periodic snapshot. Nothing when it still runs, when
    * its node is lost (the store's snapshot stands), or when it was already
    * taken. `before`: the new task about to be released (never snapshotted).
+   * `attempts`: tries while its node is ready (a busy engine answers late);
+   * a stop asks for more than a new task's release, which a lost node would
+   * hold up.
    */
-  async settle(state: AgentState, layout: StateLayout, options: { before?: AgentTask } = {}) {
+  async settle(
+    state: AgentState,
+    layout: StateLayout,
+    options: { before?: AgentTask; attempts?: number } = {}
+  ) {
     const { releasedTask, snapshotOf, final } = state.row
     if (!releasedTask || (final && snapshotOf === releasedTask)) return
     if (releasedTask === options.before?.id) return
@@ -308,17 +315,29 @@ export class StateSync {
     if (!raw) return
     const task = taskOf(raw, state.agentId)
     if (task.desiredState === 'running' && task.state === 'running') return
-    const node = await this.options.nodes.node(task.nodeId)
-    if (!task.containerId || !node?.ready) return
-    try {
-      await this.#snapshot(state, task, layout, true)
-    } catch (error) {
-      // Its container is gone with its node's disk: the store's snapshot stands.
-      this.options.log('swarm state: last snapshot of an ended task failed', {
+    const skip = (why: string) =>
+      this.options.log('swarm state: no last snapshot of an ended task', {
         agentId: state.agentId,
         task: task.id,
-        error: String(error),
+        why,
       })
+    if (!task.containerId) return skip('it has no container')
+    for (let attempt = 1; ; attempt++) {
+      const node = await this.options.nodes.node(task.nodeId)
+      if (!node?.ready) return skip(`its node is ${node ? 'not ready' : 'gone'}`)
+      try {
+        await this.#snapshot(state, task, layout, true)
+        return
+      } catch (error) {
+        // Its container is gone with its node's disk: the store's snapshot stands.
+        this.options.log('swarm state: last snapshot of an ended task failed', {
+          agentId: state.agentId,
+          task: task.id,
+          attempt,
+          error: String(error),
+        })
+        if (attempt >= (options.attempts ?? 1)) return
+      }
     }
   }
 

@@ -154,7 +154,7 @@ export class SwarmDriver extends DockerDriver {
     }
     // The last task's final writes go to the store before its service (and container) goes.
     await this.#store.withAgent(agentId, { wait: true }, async (state) => {
-      await this.#sync.settle(state, layout)
+      await this.#sync.settle(state, layout, { attempts: 3 })
       await state.setRendered(files)
     })
     if (existing) await this.#removeService(agentId)
@@ -300,7 +300,7 @@ export class SwarmDriver extends DockerDriver {
     const record = await this.readRecord(agentId)
     if (record) {
       await this.#store.withAgent(agentId, { wait: true }, (state) =>
-        this.#sync.settle(state, record)
+        this.#sync.settle(state, record, { attempts: 3 })
       )
     }
     if (before.state === 'running') this.emit({ type: 'stopped', agentId, at: new Date() })

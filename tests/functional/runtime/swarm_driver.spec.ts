@@ -35,6 +35,14 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
   const drivers: SwarmDriver[] = []
   const created: string[] = []
   const state = { db: lucidStateDatabase, key: randomBytes(32) }
+  // What the drivers logged: a failure shows the state's moves (tasks released, snapshots).
+  const logged: string[] = []
+  const log = (message: string, detail?: Record<string, unknown>) =>
+    logged.push(`${message} ${JSON.stringify(detail ?? {})}`)
+  const readNote = (files: { read(path: string): Promise<unknown> }) =>
+    files.read('notes/a.txt').catch((error: Error) => {
+      throw new Error(`${error.message}; the driver logged: ${logged.slice(-6).join(' | ')}`)
+    })
 
   function swarmRuntime(
     sleep: 'stop' | 'pause' = 'stop',
@@ -49,6 +57,7 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       stopGraceMs: 3000,
       state: { ...state, snapshotEveryMs },
       sleep,
+      log,
     })
     drivers.push(driver)
     return { driver, runtime: undefined as unknown as RuntimeService }
@@ -112,7 +121,7 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       assert.equal(reply.content, 'echo: hello swarm')
       const files = await runtime.files(agentId)
       await files.write('/notes/a.txt', 'in a task')
-      assert.deepEqual(await files.read('notes/a.txt'), { content: 'in a task', size: 9 })
+      assert.deepEqual(await readNote(files), { content: 'in a task', size: 9 })
       const figures = await runtime.monitoring(agentId)
       assert.isAbove(figures.memoryMb, 5)
 
@@ -125,7 +134,7 @@ test.group('Runtime / swarm driver against a live single-node swarm', (group) =>
       // The state kept the file: a new task (on a fresh volume) sees it.
       await runtime.ensureStarted(fixtureSpec(agentId), { waitReady: true, timeoutMs: 120_000 })
       const again = await runtime.files(agentId)
-      assert.deepEqual(await again.read('notes/a.txt'), { content: 'in a task', size: 9 })
+      assert.deepEqual(await readNote(again), { content: 'in a task', size: 9 })
 
       await runtime.remove(agentId)
       const removedStatus = await runtime.status(agentId)

@@ -87,6 +87,42 @@ test.group('Capacity manager', () => {
     assert.isAtMost(capacity.snapshot().reservedMb, 1000, 'never over the budget')
   })
 
+  test('starts waiting for room put as many agents to sleep at once as boot slots are free', async ({
+    assert,
+  }) => {
+    for (const [roomSleeps, most] of [
+      [undefined, 2],
+      [1, 1],
+    ] as const) {
+      // Sleeps that end when the test says: how many are under way at once shows.
+      const underWay = new Map<string, () => void>()
+      let mostAtOnce = 0
+      const capacity = new CapacityManager({
+        bootConcurrency: 2,
+        memoryBudgetMb: 900,
+        roomSleeps,
+        sleep: (agentId) =>
+          new Promise<void>((resolve) => {
+            underWay.set(agentId, () => (underWay.delete(agentId), resolve()))
+            mostAtOnce = Math.max(mostAtOnce, underWay.size)
+          }),
+      })
+      for (const agentId of ['a', 'b', 'c']) {
+        await capacity.admit(agentId, 300)
+        capacity.booted(agentId)
+      }
+      const waiting = [capacity.admit('x', 300), capacity.admit('y', 300)]
+      while ((await settled(Promise.all(waiting))) === false) {
+        for (const finish of [...underWay.values()]) finish()
+      }
+      assert.equal(mostAtOnce, most, `roomSleeps ${roomSleeps}`)
+      assert.isTrue(capacity.isAdmitted('x') && capacity.isAdmitted('y'))
+      assert.isFalse(capacity.isAdmitted('a') || capacity.isAdmitted('b'), 'the two least recent')
+      assert.isTrue(capacity.isAdmitted('c'), 'no third goes to sleep')
+      assert.isAtMost(capacity.snapshot().reservedMb, 900)
+    }
+  })
+
   test('when nothing can be put to sleep the start waits in the queue, and goes when memory frees', async ({
     assert,
   }) => {
