@@ -325,7 +325,7 @@ export class CapacityManager {
         if (head.priority === 'background' && !this.#fifo) return
         // One sleep for each start that waits for room and could take a free boot slot, under
         // way together (their dumps overlap); each that ends pumps again.
-        const wanted = this.#roomBatch() - this.#evicting.size
+        const wanted = Math.max(0, this.#roomBatch() - this.#evicting.size)
         const victims = room.filter((agentId) => !this.#evicting.has(agentId)).slice(0, wanted)
         for (const victim of victims) void this.#sleepForRoom(victim, head)
         return

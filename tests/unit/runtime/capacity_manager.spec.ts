@@ -123,6 +123,40 @@ test.group('Capacity manager', () => {
     }
   })
 
+  test('sleeps for room under way never outnumber the boot slots left, when a slot is taken meanwhile', async ({
+    assert,
+  }) => {
+    const underWay = new Map<string, () => void>()
+    let mostAtOnce = 0
+    const capacity = new CapacityManager({
+      bootConcurrency: 2,
+      memoryBudgetMb: 1000,
+      sleep: (agentId) =>
+        new Promise<void>((resolve) => {
+          underWay.set(agentId, () => (underWay.delete(agentId), resolve()))
+          mostAtOnce = Math.max(mostAtOnce, underWay.size)
+        }),
+    })
+    for (const agentId of ['a', 'b', 'c', 'd', 'e']) {
+      await capacity.admit(agentId, 200)
+      capacity.booted(agentId)
+    }
+    const waiting = ['x', 'y', 'z'].map((agentId) => capacity.admit(agentId, 200))
+    await settled(Promise.resolve())
+    assert.deepEqual([...underWay.keys()], ['a', 'b'], 'one sleep per free slot')
+    // 'e' stops by itself: 'x' fits and takes a slot while 'a' and 'b' still go to sleep.
+    capacity.release('e')
+    await settled(Promise.resolve())
+    assert.isTrue(capacity.isAdmitted('x'))
+    assert.deepEqual([...underWay.keys()], ['a', 'b'], 'no third sleep')
+    while ((await settled(Promise.all(waiting))) === false) {
+      for (const finish of [...underWay.values()]) finish()
+      for (const agentId of ['x', 'y', 'z']) if (capacity.isAdmitted(agentId)) capacity.booted(agentId)
+    }
+    assert.equal(mostAtOnce, 2)
+    assert.isAtMost(capacity.snapshot().reservedMb, 1000)
+  })
+
   test('when nothing can be put to sleep the start waits in the queue, and goes when memory frees', async ({
     assert,
   }) => {
