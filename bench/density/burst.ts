@@ -47,6 +47,11 @@ export interface BurstOptions {
   orders: Order[]
   /** One agent served before the burst, so its template is built (default true). */
   warm: boolean
+  /**
+   * Pause between two rounds of status reads of the burst's unserved agents (default 500 ms; each
+   * round reads them all, 8 at a time). The probes are read every 250 ms whatever this is.
+   */
+  pollMs: number
 }
 
 /**
@@ -249,7 +254,7 @@ async function burstRun(order: Order, options: BurstOptions): Promise<BurstResul
         )
       }
       if (served === burst.length) break
-      await sleep(500)
+      await sleep(options.pollMs)
     }
     await probing
 

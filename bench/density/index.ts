@@ -21,6 +21,7 @@
  *   npm run bench:density -- --burst [--agents 200] [--accounts 50] [--probes 10]
  *                            [--framework fixture|openclaw] [--boot-ms 3000]
  *                            [--boot-concurrency <cores>] [--orders fair,fifo,fair-whole,fair-serial]
+ *                            [--poll-ms 500]
  *                            [--no-warm]
  *
  * Burst mode (bench/density/burst.ts): every agent created at once, each
@@ -58,6 +59,7 @@ const { values } = parseArgs({
     'boot-concurrency': { type: 'string' },
     'orders': { type: 'string', default: 'fair,fifo' },
     'warm': { type: 'boolean', default: true },
+    'poll-ms': { type: 'string', default: '500' },
   },
   allowNegative: true,
 })
@@ -75,6 +77,7 @@ if (values.burst) {
       .orders!.split(',')
       .filter((order): order is Order => /^(fair|fifo|fair-whole|fair-serial)$/.test(order)),
     warm: values.warm!,
+    pollMs: Number(values['poll-ms']),
   })
   process.exit(0)
 }

@@ -342,17 +342,17 @@ export class CapacityManager {
   }
 
   /**
-   * How many agents may be under way to sleep for room: as many as waiting
-   * starts that may make room (interactive ones; any with fifo) and free boot
-   * slots allow, at most `roomSleeps`.
+   * How many agents may be under way to sleep for room: one per waiting
+   * start that may make room (interactive ones; any with fifo), at most
+   * `roomSleeps`. Boot slots do not count: a sleep made while the slots boot
+   * has the memory ready when one frees.
    */
   #roomBatch(): number {
-    const slots = this.settings.bootConcurrency - this.snapshot().booting
     const waiting = this.#fifo
       ? this.#queue.length
       : this.#queue.filter((entry) => entry.priority === 'interactive').length
     const most = this.settings.roomSleeps ?? this.settings.bootConcurrency
-    return Math.max(1, Math.min(slots, waiting, most))
+    return Math.max(1, Math.min(waiting, most))
   }
 
   /** Puts `victim` to sleep for `head`, then admits again (a failure waits for the next event). */
@@ -379,18 +379,20 @@ export class CapacityManager {
 
   /**
    * 'admit' when the head fits (a boot slot and its memory free; alone, an
-   * agent larger than the whole budget); else the idle admitted agents
-   * that could be put to sleep for it, least recently active first (none:
-   * it waits).
+   * agent larger than the whole budget). When its memory is not free, the
+   * idle admitted agents that could be put to sleep for it, least recently
+   * active first, whether or not a slot is free. Else (none to put to sleep,
+   * or no slot) it waits: [].
    */
   #room(head: Waiting): 'admit' | string[] {
     const { bootConcurrency, memoryBudgetMb } = this.settings
     const { reservedMb, booting } = this.snapshot()
-    if (booting >= bootConcurrency) return []
-    if (reservedMb + head.reservedMb <= memoryBudgetMb || this.#admitted.size === 0) return 'admit'
-    return this.admittedAgents()
-      .filter((entry) => !entry.booting)
-      .map((entry) => entry.agentId)
+    if (reservedMb + head.reservedMb > memoryBudgetMb && this.#admitted.size > 0) {
+      return this.admittedAgents()
+        .filter((entry) => !entry.booting)
+        .map((entry) => entry.agentId)
+    }
+    return booting >= bootConcurrency ? [] : 'admit'
   }
 
   /** The same from the book the host's instances share (host_book.ts). */

@@ -135,15 +135,15 @@ export class HostCapacityBook implements SharedBook {
       const admitted = rows.filter((row) => !row.queued)
       const booting = admitted.filter((row) => row.booting).length
       const reservedMb = admitted.reduce((sum, row) => sum + row.reserved_mb, 0)
-      if (booting >= limits.bootConcurrency || aheadOf(rows, entry, arrived) > 0) {
-        return { victims: [] }
-      }
-      // An agent larger than the whole budget still runs alone rather than never.
+      if (aheadOf(rows, entry, arrived) > 0) return { victims: [] }
+      // Memory is made while the slots boot (capacity_manager.ts #room). An agent larger than
+      // the whole budget still runs alone rather than never.
       if (reservedMb + entry.reservedMb > limits.memoryBudgetMb && admitted.length > 0) {
         const idle = admitted.filter((row) => !row.booting)
         idle.sort((a, b) => a.last_active_at.getTime() - b.last_active_at.getTime())
         return { victims: idle.map((row) => row.agent_id) }
       }
+      if (booting >= limits.bootConcurrency) return { victims: [] }
       await trx.rawQuery(
         `insert into runtime_capacity (agent_id, host, instance, reserved_mb, booting, queued,
            interactive, resumes)

@@ -88,4 +88,37 @@ test.group('Host capacity book: the starts of other instances that go first', (g
     const background = { ...entry, agentId: randomUUID(), interactive: false }
     assert.equal(await book.waitingAhead(background), 4)
   })
+
+  test("an admission names agents to put to sleep for memory even while another instance's boots take every slot", async ({
+    assert,
+  }) => {
+    await instance('other-live', 1)
+    const admitted = async (agentId: string, options: { booting: boolean; secondsAgo: number }) =>
+      db.table('runtime_capacity').insert({
+        agent_id: agentId,
+        host: hostname(),
+        instance: 'other-live',
+        reserved_mb: 300,
+        queued: false,
+        booting: options.booting,
+        last_active_at: new Date(Date.now() - options.secondsAgo * 1000),
+      })
+    const idleOld = randomUUID()
+    const idleRecent = randomUUID()
+    await admitted(idleRecent, { booting: false, secondsAgo: 5 })
+    await admitted(idleOld, { booting: false, secondsAgo: 50 })
+    await admitted(randomUUID(), { booting: true, secondsAgo: 1 })
+
+    const book = new HostCapacityBook()
+    const entry = { agentId: randomUUID(), reservedMb: 300, interactive: true, resumes: false }
+    const limits = { bootConcurrency: 1, memoryBudgetMb: 900 }
+    // Memory short and the one slot booting: the idle agents, least recently active first.
+    assert.deepEqual(await book.admit(entry, limits), { victims: [idleOld, idleRecent] })
+    // Memory free, the slot still booting: it waits, nobody is put to sleep.
+    await db.from('runtime_capacity').where('agent_id', idleOld).delete()
+    assert.deepEqual(await book.admit(entry, limits), { victims: [] })
+    assert.deepEqual(await book.admit(entry, { ...limits, bootConcurrency: 2 }), {
+      admitted: true,
+    })
+  })
 })

@@ -123,7 +123,7 @@ test.group('Capacity manager', () => {
     }
   })
 
-  test('sleeps for room under way never outnumber the boot slots left, when a slot is taken meanwhile', async ({
+  test('sleeps for room under way stay within roomSleeps when room frees meanwhile', async ({
     assert,
   }) => {
     const underWay = new Map<string, () => void>()
@@ -155,6 +155,34 @@ test.group('Capacity manager', () => {
     }
     assert.equal(mostAtOnce, 2)
     assert.isAtMost(capacity.snapshot().reservedMb, 1000)
+  })
+
+  test('room is made while every boot slot is busy: the memory is ready when the slot frees', async ({
+    assert,
+  }) => {
+    const underWay = new Map<string, () => void>()
+    const capacity = new CapacityManager({
+      bootConcurrency: 1,
+      memoryBudgetMb: 900,
+      sleep: (agentId) =>
+        new Promise<void>((resolve) => {
+          underWay.set(agentId, () => (underWay.delete(agentId), resolve()))
+        }),
+    })
+    for (const agentId of ['a', 'b']) {
+      await capacity.admit(agentId, 300)
+      capacity.booted(agentId)
+    }
+    await capacity.admit('booting', 300)
+    const next = capacity.admit('next', 300)
+    await settled(Promise.resolve())
+    assert.deepEqual([...underWay.keys()], ['a'], 'the least recent goes to sleep at once')
+    underWay.get('a')!()
+    assert.isFalse(await settled(next), 'its memory is free, the slot is not yet')
+    capacity.booted('booting')
+    assert.isTrue(await settled(next))
+    assert.deepEqual([...underWay.keys()], [], 'nobody else went to sleep')
+    assert.isTrue(capacity.isAdmitted('b'))
   })
 
   test('when nothing can be put to sleep the start waits in the queue, and goes when memory frees', async ({
