@@ -151,7 +151,8 @@ test.group('Capacity manager', () => {
     assert.deepEqual([...underWay.keys()], ['a', 'b'], 'no third sleep')
     while ((await settled(Promise.all(waiting))) === false) {
       for (const finish of [...underWay.values()]) finish()
-      for (const agentId of ['x', 'y', 'z']) if (capacity.isAdmitted(agentId)) capacity.booted(agentId)
+      for (const agentId of ['x', 'y', 'z'])
+        if (capacity.isAdmitted(agentId)) capacity.booted(agentId)
     }
     assert.equal(mostAtOnce, 2)
     assert.isAtMost(capacity.snapshot().reservedMb, 1000)
