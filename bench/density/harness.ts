@@ -87,11 +87,15 @@ export async function startBenchServer(
       return queryAt(postgres.url, sql, values)
     },
     async stop() {
+      process.off('SIGINT', interrupted).off('SIGTERM', interrupted)
       await server.stop()
       await postgres.destroy()
       await rm(storage, { recursive: true, force: true })
     },
   }
+  // A bench stopped midway (Ctrl-C) stops its server as the end of a run does.
+  const interrupted = () => void bench.stop().finally(() => process.exit(130))
+  process.once('SIGINT', interrupted).once('SIGTERM', interrupted)
   return bench
 }
 
