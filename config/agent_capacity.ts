@@ -9,8 +9,8 @@ import env from '#start/env'
  * 8 GB), AGENT_IDLE_SLEEP_SECS (default 900) and AGENT_WORKSPACE_QUOTA_MB
  * (default 1024). AGENT_BOOT_QUEUE=fifo restores the boot queue's earlier
  * first-come order: bench/density's baseline, not a setting to run with.
- * AGENT_ROOM_SLEEPS: most agents put to sleep for room at once (default: the
- * boot concurrency); 1, the earlier one at a time, is the bench's baseline.
+ * AGENT_ROOM_SLEEPS: most agents put to sleep for room at once (default 1;
+ * more measured no faster on two cores, docs/runtime.md "Burst mode").
  */
 const hostMb = Math.floor(totalmem() / 1024 / 1024)
 const reserveMb = Math.min(8192, Math.max(2048, Math.floor(hostMb / 4)))

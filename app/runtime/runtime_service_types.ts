@@ -29,7 +29,7 @@ export interface RuntimeServiceOptions {
     workspaceQuotaMb?: number
     /** The boot queue's order (capacity_manager.ts); fifo is the bench's baseline only. */
     bootQueue?: BootQueueOrder
-    /** Most agents put to sleep for room at once (default: bootConcurrency); 1 is the bench's baseline. */
+    /** Most agents put to sleep for room at once (default 1). */
     roomSleeps?: number
   }
   /**

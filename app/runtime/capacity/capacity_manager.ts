@@ -54,7 +54,7 @@ export interface CapacitySettings {
   order?: BootQueueOrder
   /** Puts an admitted agent to sleep to make room; resolves once its container is stopped. */
   sleep: (agentId: string) => Promise<void>
-  /** Most agents put to sleep for room at once. Default: `bootConcurrency`. */
+  /** Most agents put to sleep for room at once. Default 1 (more did not win on two cores). */
   roomSleeps?: number
   log?: (message: string, detail?: Record<string, unknown>) => void
   /** The book the instances of this host share; absent: this instance's books alone. */
@@ -351,7 +351,7 @@ export class CapacityManager {
     const waiting = this.#fifo
       ? this.#queue.length
       : this.#queue.filter((entry) => entry.priority === 'interactive').length
-    const most = this.settings.roomSleeps ?? this.settings.bootConcurrency
+    const most = this.settings.roomSleeps ?? 1
     return Math.max(1, Math.min(waiting, most))
   }
 

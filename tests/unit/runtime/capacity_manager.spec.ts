@@ -87,12 +87,12 @@ test.group('Capacity manager', () => {
     assert.isAtMost(capacity.snapshot().reservedMb, 1000, 'never over the budget')
   })
 
-  test('starts waiting for room put as many agents to sleep at once as boot slots are free', async ({
+  test('starts waiting for room put up to roomSleeps agents to sleep at once (default one)', async ({
     assert,
   }) => {
     for (const [roomSleeps, most] of [
-      [undefined, 2],
-      [1, 1],
+      [2, 2],
+      [undefined, 1],
     ] as const) {
       // Sleeps that end when the test says: how many are under way at once shows.
       const underWay = new Map<string, () => void>()
@@ -131,6 +131,7 @@ test.group('Capacity manager', () => {
     const capacity = new CapacityManager({
       bootConcurrency: 2,
       memoryBudgetMb: 1000,
+      roomSleeps: 2,
       sleep: (agentId) =>
         new Promise<void>((resolve) => {
           underWay.set(agentId, () => (underWay.delete(agentId), resolve()))
