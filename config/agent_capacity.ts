@@ -27,9 +27,7 @@ export const agentCapacityConfig = {
     positive(env.get('AGENT_MEMORY_BUDGET_MB'), Math.max(512, hostMb - reserveMb))
   ),
   bootQueue: env.get('AGENT_BOOT_QUEUE') ?? 'fair',
-  roomSleeps: env.get('AGENT_ROOM_SLEEPS')
-    ? Math.floor(positive(env.get('AGENT_ROOM_SLEEPS'), 1))
-    : undefined,
+  roomSleeps: Math.floor(positive(env.get('AGENT_ROOM_SLEEPS'), 1)),
   idleSleepMs,
   /** How often idle agents are looked for: a quarter of the idle time, 1 to 30 s. */
   idleCheckEveryMs: Math.min(30_000, Math.max(1000, Math.floor(idleSleepMs / 4))),

@@ -56,8 +56,8 @@ export interface BurstOptions {
 
 /**
  * `fair-whole`: the fair queue with whole checkpoints (AGENT_CHECKPOINT_DELTA=off), the deltas'
- * baseline. `fair-parallel`: the fair queue putting as many agents to sleep for room at once as
- * boot slots (AGENT_ROOM_SLEEPS=2), against the default one at a time.
+ * baseline. `fair-parallel`: the fair queue putting two agents to sleep for room at once
+ * (AGENT_ROOM_SLEEPS=2), against the default one at a time.
  */
 export type Order = 'fair' | 'fifo' | 'fair-whole' | 'fair-parallel'
 

@@ -323,8 +323,8 @@ export class CapacityManager {
         // A boot ahead of time never costs a running agent its container. It is the
         // head only when no interactive start waits, so it blocks nobody.
         if (head.priority === 'background' && !this.#fifo) return
-        // One sleep for each start that waits for room and could take a free boot slot, under
-        // way together (their dumps overlap); each that ends pumps again.
+        // Up to #roomBatch() sleeps under way, begun whether or not a boot slot is free (the
+        // memory is then ready when one frees); each that ends pumps again.
         const wanted = Math.max(0, this.#roomBatch() - this.#evicting.size)
         const victims = room.filter((agentId) => !this.#evicting.has(agentId)).slice(0, wanted)
         for (const victim of victims) void this.#sleepForRoom(victim, head)
