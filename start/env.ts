@@ -40,6 +40,7 @@ export default await Env.create(new URL('../', import.meta.url), {
   AGENT_CHECKPOINT: Env.schema.enum.optional(['on', 'off'] as const),
   AGENT_CHECKPOINT_DISK_MB: Env.schema.number.optional(),
   AGENT_CHECKPOINT_DELTA: Env.schema.enum.optional(['on', 'off'] as const),
+  AGENT_SLEEP_PIPELINE: Env.schema.enum.optional(['on', 'off'] as const),
   AGENT_TEMPLATES: Env.schema.enum.optional(['on', 'off'] as const),
   AGENT_WORKSPACE_QUOTA_MB: Env.schema.number.optional(),
   BACKUP_MAX_ARCHIVE_MB: Env.schema.number.optional(),

@@ -156,9 +156,9 @@ export class RuntimeService extends RuntimeBooks {
         ? this.driver.hibernate(agentId, { beforeCheckpoint })
         : this.driver.stop(agentId))
     } finally {
-      // A stop that emitted no event (nothing ran) leaves no mark behind.
-      this.tracker.sleeping.delete(agentId)
-      this.capacityManager.release(agentId)
+      // A stop that emitted no event (nothing ran) leaves no mark behind. One that did
+      // released its room then: a start of it queued since keeps its place.
+      if (this.tracker.sleeping.delete(agentId)) this.capacityManager.release(agentId)
     }
   }
 

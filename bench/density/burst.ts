@@ -57,9 +57,11 @@ export interface BurstOptions {
 /**
  * `fair-whole`: the fair queue with whole checkpoints (AGENT_CHECKPOINT_DELTA=off), the deltas'
  * baseline. `fair-parallel`: the fair queue putting two agents to sleep for room at once
- * (AGENT_ROOM_SLEEPS=2), against the default one at a time.
+ * (AGENT_ROOM_SLEEPS=2), against the default one at a time. `fair-stored`: the fair queue with a
+ * sleep freeing its memory only once its checkpoint is stored (AGENT_SLEEP_PIPELINE=off), the
+ * sleep pipeline's baseline.
  */
-export type Order = 'fair' | 'fifo' | 'fair-whole' | 'fair-parallel'
+export type Order = 'fair' | 'fifo' | 'fair-whole' | 'fair-parallel' | 'fair-stored'
 
 interface Tracked {
   id: string
@@ -184,6 +186,7 @@ async function burstRun(order: Order, options: BurstOptions): Promise<BurstResul
     AGENT_BOOT_QUEUE: order === 'fifo' ? 'fifo' : 'fair',
     AGENT_CHECKPOINT_DELTA: order === 'fair-whole' ? 'off' : 'on',
     ...(order === 'fair-parallel' ? { AGENT_ROOM_SLEEPS: '2' } : {}),
+    ...(order === 'fair-stored' ? { AGENT_SLEEP_PIPELINE: 'off' } : {}),
     AGENT_BOOT_CONCURRENCY: options.bootConcurrency,
     // Nobody sleeps during the run: every launch is the agent's first.
     AGENT_IDLE_SLEEP_SECS: '86400',

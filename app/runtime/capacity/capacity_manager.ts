@@ -191,6 +191,8 @@ export class CapacityManager {
   /** Its container stopped (stop, sleep, removal, given up): its memory is free. */
   release(agentId: string) {
     this.#wanted.delete(agentId)
+    // A sleep for room whose processes ended no longer holds the next one back.
+    this.#evicting.delete(agentId)
     this.settings.book?.release(agentId)
     const queued = this.#queue.findIndex((entry) => entry.agentId === agentId)
     if (queued >= 0) {
@@ -358,6 +360,7 @@ export class CapacityManager {
   /** Puts `victim` to sleep for `head`, then admits again (a failure waits for the next event). */
   async #sleepForRoom(victim: string, head: Waiting): Promise<void> {
     this.#evicting.add(victim)
+    const admitted = this.#admitted.get(victim)
     this.settings.log?.('putting the least recently used agent to sleep to make room', {
       agentId: victim,
       for: head.agentId,
@@ -373,7 +376,8 @@ export class CapacityManager {
     } finally {
       this.#evicting.delete(victim)
     }
-    this.#admitted.delete(victim)
+    // Its start since (a message while its checkpoint was stored) is another admission.
+    if (this.#admitted.get(victim) === admitted) this.#admitted.delete(victim)
     void this.#pump()
   }
 

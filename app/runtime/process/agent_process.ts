@@ -135,10 +135,12 @@ export class AgentProcess extends ProcessSupervisor {
   /**
    * Sleep with a checkpoint: the framework's processes are written to disk
    * (app/runtime/process/checkpoint.ts) and end, and the next start
-   * restores them. False, with the agent still running, when no checkpoint
-   * could be taken (the caller then stops it).
+   * restores them. `ended` hears when they have ended (their memory is
+   * free); the dump is stored as the checkpoint after that, through `store`
+   * (the host's stores, one at a time). False, with the agent still
+   * running, when no checkpoint could be taken (the caller then stops it).
    */
-  async hibernate(options: { uncompressed?: boolean } = {}): Promise<boolean> {
+  async hibernate(options: HibernateRun = {}): Promise<boolean> {
     const checkpoint = this.prepared?.checkpoint
     const record = this.record
     if (!checkpoint || !record || this.state !== 'running' || !isAlive(record.pid)) return false
@@ -148,7 +150,7 @@ export class AgentProcess extends ProcessSupervisor {
     const members = treeUsage(record.pid).pids
     this.stopping = true
     const exited = this.untilExited()
-    const result = await checkpoint.store.dump({
+    const { dumped, error } = await checkpoint.store.dump({
       pid: framework[0],
       uid: checkpoint.uid,
       enter: checkpoint.enter,
@@ -160,8 +162,8 @@ export class AgentProcess extends ProcessSupervisor {
         port: record.port,
       },
     })
-    if (!result.meta) {
-      this.logFile.note(`no checkpoint (${result.error})`)
+    if (!dumped) {
+      this.logFile.note(`no checkpoint (${error})`)
       return false
     }
     // The dump ended the framework; its launcher follows.
@@ -169,9 +171,22 @@ export class AgentProcess extends ProcessSupervisor {
     // A restore needs the same pids: wait until its orphans are reaped, not just dead.
     const reaped = Date.now() + 5000
     while (members.some((pid) => readProcStat(pid)) && Date.now() < reaped) await sleep(20)
-    await this.stopped(
-      `asleep: checkpointed to disk (${Math.round(result.meta.bytes / 1024 / 1024)} MB; ${result.took}), no memory held`
+    await this.stopped('asleep: dumped, no memory held; storing its checkpoint')
+    await options.ended?.()
+    const { meta, took } = await (options.store ?? ((work) => work()))(() => dumped.store())
+    this.logFile.note(
+      `asleep: checkpointed to disk (${Math.round(meta.bytes / 1024 / 1024)} MB; ${took})`
     )
     return true
   }
+}
+
+/** What a sleep's caller adds to AgentProcess.hibernate. */
+export interface HibernateRun {
+  /** Leave the memory images uncompressed (a template is restored many times). */
+  uncompressed?: boolean
+  /** Its processes have ended: their memory is free, the checkpoint not yet stored. */
+  ended?: () => Promise<void>
+  /** Runs the dump's store in its turn (CheckpointStores.store); at once without. */
+  store?: <T>(work: () => Promise<T>) => Promise<T>
 }

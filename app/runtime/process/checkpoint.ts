@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { lstat, mkdir, readFile, readdir, readlink, rename, rm, writeFile } from 'node:fs/promises'
 import { join, resolve as resolvePath } from 'node:path'
-import { templateIdentity, writeAsDelta } from '#runtime/process/checkpoint_delta'
+import { pageDeltaProgram, templateIdentity, writeAsDelta } from '#runtime/process/checkpoint_delta'
 import { PARENT_LINK } from '#runtime/process/template_pages'
 
 /**
@@ -39,6 +39,26 @@ export interface CheckpointMeta {
   createdAt: string
   /** A delta on template images (checkpoint_delta.ts): theirs as they were then. */
   templateIdentity?: string
+}
+
+/** What a dump is asked (AgentCheckpoint.dump). */
+export interface DumpOptions {
+  pid: number
+  uid: number
+  /** Runs CRIU in the agent's network namespace (CRIU then leaves that namespace out). */
+  enter?: (launch: { command: string; args: string[] }) => { command: string; args: string[] }
+  meta: Omit<CheckpointMeta, 'bytes' | 'createdAt' | 'compressed'>
+  /** The fixed layout's binds, recorded by name. */
+  mounts?: NamedMount[]
+  /** Leave the memory images uncompressed (a template is restored many times). */
+  uncompressed?: boolean
+  timeoutMs?: number
+}
+
+/** A dump on disk whose processes have ended, not yet the agent's checkpoint. */
+export interface DumpedCheckpoint {
+  /** Makes it the checkpoint a wake restores; with how long each step took, for the log. */
+  store(): Promise<{ meta: CheckpointMeta; took: string }>
 }
 
 const CANDIDATES = ['/usr/local/sbin/criu', '/usr/sbin/criu', '/usr/local/bin/criu']
@@ -129,10 +149,14 @@ const DELTAS = process.env.AGENT_CHECKPOINT_DELTA !== 'off'
 export class AgentCheckpoint {
   readonly metaFile: string
 
-  /** `templateCopy`: the agent's template copy, whose parent a dump is a delta on. */
+  /**
+   * `templateCopy`: the agent's template copy, whose parent a dump is a delta
+   * on; `compiledDir`: where the delta's page comparison is compiled.
+   */
   constructor(
     readonly dir: string,
-    private readonly templateCopy?: string
+    private readonly templateCopy?: string,
+    private readonly compiledDir?: string
   ) {
     this.metaFile = join(dir, 'checkpoint.json')
   }
@@ -150,9 +174,11 @@ export class AgentCheckpoint {
    */
   async #asDelta(dir: string): Promise<{ identity?: string; failed?: string }> {
     const template = await this.#template()
-    if (!template) return {}
+    if (!template || !this.compiledDir) return {}
+    const program = pageDeltaProgram(this.compiledDir)
+    if ('reason' in program) return { failed: `no page comparison: ${program.reason}` }
     try {
-      const delta = await writeAsDelta(dir, template)
+      const delta = await writeAsDelta(dir, template, program.path)
       return { identity: delta?.templateIdentity }
     } catch (error) {
       return { failed: (error as Error).message }
@@ -197,21 +223,10 @@ export class AgentCheckpoint {
 
   /**
    * Writes the process tree rooted at `pid` to disk and ends it. Resolves
-   * with the checkpoint, or with CRIU's reason when it could not (the tree
-   * then still runs, untouched).
+   * with the dump, to be stored (DumpedCheckpoint.store), or with CRIU's
+   * reason when it could not (the tree then still runs, untouched).
    */
-  async dump(options: {
-    pid: number
-    uid: number
-    /** Runs CRIU in the agent's network namespace (CRIU then leaves that namespace out). */
-    enter?: (launch: { command: string; args: string[] }) => { command: string; args: string[] }
-    meta: Omit<CheckpointMeta, 'bytes' | 'createdAt' | 'compressed'>
-    /** The fixed layout's binds, recorded by name. */
-    mounts?: NamedMount[]
-    /** Leave the memory images uncompressed (a template is restored many times). */
-    uncompressed?: boolean
-    timeoutMs?: number
-  }): Promise<{ meta?: CheckpointMeta; error?: string; took?: string }> {
+  async dump(options: DumpOptions): Promise<{ dumped?: DumpedCheckpoint; error?: string }> {
     const began = Date.now()
     const binary = criu().path
     if (!binary) return { error: criu().reason }
@@ -231,20 +246,34 @@ export class AgentCheckpoint {
       await rm(partial, { recursive: true, force: true })
       return { error: `criu dump exited with ${code}: ${error}` }
     }
-    const dumped = Date.now()
-    // Only the pages not the template's are compressed and kept, where it started from one.
+    const dumpedIn = Date.now() - began
+    return { dumped: { store: () => this.#store(partial, options, dumpedIn) } }
+  }
+
+  /**
+   * The dump in `partial` made the checkpoint: a delta on the agent's
+   * template (only the pages not the template's are kept), compressed, then
+   * moved in place with its meta. The processes ended with the dump, so a
+   * sleep frees its memory before this (docs/runtime.md "Sleep and wake").
+   */
+  async #store(
+    partial: string,
+    options: DumpOptions,
+    dumpedIn: number
+  ): Promise<{ meta: CheckpointMeta; took: string }> {
+    const began = Date.now()
     const { identity, failed } = options.uncompressed ? {} : await this.#asDelta(partial)
     const compared = Date.now()
     // Left uncompressed when zstd fails: a larger checkpoint is still one.
     const packError = options.uncompressed
       ? 'not asked'
       : await this.#zstd(partial, ['-1', '-T0'], '.img')
-    const secs = (from: number, to: number) => `${((to - from) / 1000).toFixed(2)} s`
+    const secs = (ms: number) => `${(ms / 1000).toFixed(2)} s`
     const took =
-      `dumped in ${secs(began, dumped)}` +
-      (identity ? `, made a delta on its template in ${secs(dumped, compared)}` : '') +
+      `dumped in ${secs(dumpedIn)}` +
+      (identity ? `, made a delta on its template in ${secs(compared - began)}` : '') +
       (failed ? `, kept whole (no delta: ${failed})` : '') +
-      `, compressed in ${secs(compared, Date.now())}`
+      `, compressed in ${secs(Date.now() - compared)}`
     const meta: CheckpointMeta = {
       ...options.meta,
       compressed: ZSTD !== undefined && !packError,

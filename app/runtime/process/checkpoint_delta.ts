@@ -1,6 +1,7 @@
-import { open, readFile, readdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises'
-import type { FileHandle } from 'node:fs/promises'
+import { spawn } from 'node:child_process'
+import { readFile, readdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { join, relative } from 'node:path'
+import { compiledC, type Compiled } from '#runtime/process/compiled_c'
 import { joinImage, splitImage } from '#runtime/process/criu_images'
 import {
   PAGE,
@@ -25,11 +26,11 @@ import {
  * of its 1.1 GB were the template's, byte for byte. Bytes decide, not
  * history, so whatever the agent did since its start, the restore gives
  * back the memory dumped. The template must stay as it was:
- * `templateIdentity` is recorded and checked before a restore.
+ * `templateIdentity` is recorded and checked before a restore. The pages
+ * are compared by a small program (page_delta.c, compiled with gcc like the
+ * file identity shim) that maps both images: Node's reads copied the 2.2 GB
+ * of a gateway's dump and template through the threadpool.
  */
-
-/** Pages compared at once (16 MB of the dump and as much of the template). */
-const BATCH_PAGES = 4096
 
 /** A run of present pages in the template's pages image. */
 interface TemplateRun {
@@ -74,46 +75,68 @@ function runAt(runs: TemplateRun[], vaddr: bigint): number {
   return -low - 1
 }
 
-/** Reads `length` bytes at `position`; an image shorter than its pagemap says is refused. */
-async function readWhole(handle: FileHandle, into: Buffer, length: number, position: number) {
-  const { bytesRead } = await handle.read(into, 0, length, position)
-  if (bytesRead !== length) throw new Error('a pages image is shorter than its pagemap')
+/** The page comparison's program (page_delta.c), compiled into `dir` (the runtime cache). */
+export function pageDeltaProgram(dir: string): Compiled {
+  return compiledC(dir, 'page_delta.c', { name: 'page-delta' })
 }
 
-/** For each of `count` pages from `vaddr` (bytes in `dumped`): is it the template's, byte for byte. */
-async function sameAsTemplate(
-  template: { handle: FileHandle; runs: TemplateRun[] },
+/**
+ * Appends to `into`, as (dump page, template page, count) triples, where the
+ * template holds pages at the addresses of `count` dump pages from `vaddr`
+ * (the first of them page `first` of the dump's pages image).
+ */
+function counterparts(
+  runs: TemplateRun[],
   vaddr: bigint,
   count: number,
-  dumped: Buffer,
-  scratch: Buffer
-): Promise<Uint8Array> {
-  const same = new Uint8Array(count)
+  first: number,
+  into: number[]
+) {
   for (let page = 0; page < count;) {
     const at = vaddr + BigInt(page * PAGE)
-    const found = runAt(template.runs, at)
+    const found = runAt(runs, at)
     if (found < 0) {
       // Not in the template: up to where its next run begins.
-      const next = template.runs[-found - 1]
+      const next = runs[-found - 1]
       const gap = next ? Number((next.vaddr - at) / BigInt(PAGE)) : count - page
       page += Math.max(1, Math.min(gap, count - page))
       continue
     }
-    const run = template.runs[found]
-    const into = Number((at - run.vaddr) / BigInt(PAGE))
-    const pages = Math.min(run.pages - into, count - page)
-    const bytes = pages * PAGE
-    await readWhole(template.handle, scratch, bytes, (run.first + into) * PAGE)
-    for (let i = 0; i < pages; i++) {
-      // Compared in place (no view made per page): a gateway's dump has ~270,000 pages.
-      const offset = (page + i) * PAGE
-      same[page + i] = dumped.compare(scratch, i * PAGE, (i + 1) * PAGE, offset, offset + PAGE)
-        ? 0
-        : 1
-    }
+    const run = runs[found]
+    const offset = Number((at - run.vaddr) / BigInt(PAGE))
+    const pages = Math.min(run.pages - offset, count - page)
+    into.push(first + page, run.first + offset, pages)
     page += pages
   }
-  return same
+}
+
+/**
+ * Runs the page comparison (page_delta.c, at nice 10 like zstd): the kept
+ * pages written to `out`, one byte per dump page answered (1: the template's).
+ */
+function comparePages(
+  program: string,
+  images: { dump: string; template: string; out: string },
+  triples: Uint32Array,
+  pages: number
+): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    const args = ['-n', '10', program, images.dump, images.template, images.out]
+    const child = spawn('/usr/bin/nice', args, { stdio: ['pipe', 'pipe', 'pipe'] })
+    const chunks: Buffer[] = []
+    let errors = ''
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk))
+    child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()))
+    child.once('error', reject)
+    child.once('close', (code) => {
+      const same = Buffer.concat(chunks)
+      if (code === 0 && same.length === pages) return resolve(same)
+      reject(new Error(`the page comparison failed (${code}): ${errors.trim().slice(0, 300)}`))
+    })
+    // A program that exits early closes its input: its exit code says why.
+    child.stdin.on('error', () => undefined)
+    child.stdin.end(Buffer.from(triples.buffer, triples.byteOffset, triples.byteLength))
+  })
 }
 
 /**
@@ -124,64 +147,58 @@ async function sameAsTemplate(
 async function deltaOfProcess(
   dir: string,
   pagemap: string,
-  template: { dir: string; file: string; runs: TemplateRun[] }
+  template: { dir: string; file: string; runs: TemplateRun[] },
+  program: string
 ): Promise<{ kept: number; total: number; files: string[] }> {
   const { header, entries } = splitImage(await readFile(join(dir, pagemap)))
   const [head, ...rest] = entries
   const file = pagesImageOf(head, pagemap)
-  const dump = await open(join(dir, file), 'r')
-  const parent = await open(join(template.dir, template.file), 'r')
-  const out = await open(join(dir, `${file}.delta`), 'w', 0o644)
-  const dumped = Buffer.alloc(BATCH_PAGES * PAGE)
-  const scratch = Buffer.alloc(BATCH_PAGES * PAGE)
-  // A batch's kept pages, written at once (one write per run cost more CPU than the comparing).
-  const keptBytes = Buffer.alloc(BATCH_PAGES * PAGE)
+  const parsed = rest.map(readEntry)
+  const triples: number[] = []
+  let total = 0
+  for (const entry of parsed) {
+    if (!(entry.flags & PE_PRESENT)) continue
+    counterparts(template.runs, entry.vaddr, entry.pages, total, triples)
+    total += entry.pages
+  }
+  const { size } = await stat(join(dir, file))
+  if (size !== total * PAGE) {
+    throw new Error(
+      `a pages image is ${size < total * PAGE ? 'shorter' : 'longer'} than its pagemap`
+    )
+  }
+  const same = await comparePages(
+    program,
+    {
+      dump: join(dir, file),
+      template: join(template.dir, template.file),
+      out: join(dir, `${file}.delta`),
+    },
+    Uint32Array.from(triples),
+    total
+  )
+  // Runs of pages left to the template and kept here, in order (as the program wrote them).
   const written: PagemapEntry[] = []
   let kept = 0
-  let total = 0
-  try {
-    let page = 0
-    for (const raw of rest) {
-      const entry = readEntry(raw)
-      if (!(entry.flags & PE_PRESENT)) {
-        written.push(entry)
-        continue
-      }
-      for (let first = 0; first < entry.pages; first += BATCH_PAGES) {
-        const count = Math.min(BATCH_PAGES, entry.pages - first)
-        const vaddr = entry.vaddr + BigInt(first * PAGE)
-        await readWhole(dump, dumped, count * PAGE, (page + first) * PAGE)
-        const same = await sameAsTemplate(
-          { handle: parent, runs: template.runs },
-          vaddr,
-          count,
-          dumped,
-          scratch
-        )
-        // Runs of pages left to the template and kept here, in order.
-        let keptInBatch = 0
-        for (let from = 0; from < count;) {
-          let to = from + 1
-          while (to < count && same[to] === same[from]) to++
-          const runVaddr = vaddr + BigInt(from * PAGE)
-          const pages = to - from
-          if (same[from]) {
-            written.push({ vaddr: runVaddr, pages, flags: PE_PARENT })
-          } else {
-            written.push({ vaddr: runVaddr, pages, flags: entry.flags })
-            dumped.copy(keptBytes, keptInBatch * PAGE, from * PAGE, to * PAGE)
-            keptInBatch += pages
-          }
-          from = to
-        }
-        if (keptInBatch > 0) await out.write(keptBytes, 0, keptInBatch * PAGE)
-        kept += keptInBatch
-        total += count
-      }
-      page += entry.pages
+  let page = 0
+  for (const entry of parsed) {
+    if (!(entry.flags & PE_PRESENT)) {
+      written.push(entry)
+      continue
     }
-  } finally {
-    await Promise.all([dump.close(), parent.close(), out.close()])
+    for (let from = 0; from < entry.pages;) {
+      let to = from + 1
+      while (to < entry.pages && same[page + to] === same[page + from]) to++
+      const vaddr = entry.vaddr + BigInt(from * PAGE)
+      if (same[page + from]) {
+        written.push({ vaddr, pages: to - from, flags: PE_PARENT })
+      } else {
+        written.push({ vaddr, pages: to - from, flags: entry.flags })
+        kept += to - from
+      }
+      from = to
+    }
+    page += entry.pages
   }
   await writeFile(
     join(dir, `${pagemap}.delta`),
@@ -216,7 +233,8 @@ export async function templateIdentity(templateDir: string): Promise<string> {
  */
 export async function writeAsDelta(
   dir: string,
-  templateDir: string
+  templateDir: string,
+  program: string
 ): Promise<{ templateIdentity: string; keptPages: number; totalPages: number } | undefined> {
   const identity = await templateIdentity(templateDir)
   const rewritten: string[] = []
@@ -232,7 +250,7 @@ export async function writeAsDelta(
       if (!/^pagemap-\d+\.img$/.test(pagemap)) continue
       const runs = await templateRuns(templateDir, pagemap)
       if (!runs) continue
-      const result = await deltaOfProcess(dir, pagemap, { dir: templateDir, ...runs })
+      const result = await deltaOfProcess(dir, pagemap, { dir: templateDir, ...runs }, program)
       rewritten.push(...result.files)
       keptPages += result.kept
       totalPages += result.total

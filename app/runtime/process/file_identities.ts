@@ -1,8 +1,7 @@
-import { spawnSync } from 'node:child_process'
-import { createHash, randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
 import { lstat, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
+import { compiledC, type Compiled } from '#runtime/process/compiled_c'
 
 /**
  * File identities across a template start (docs/runtime.md "New agents from
@@ -22,8 +21,6 @@ import { join } from 'node:path'
  * numbers (free once its folders are gone, and reusable) show the agent's.
  */
 
-const SOURCE = join(import.meta.dirname, 'file_identity_shim.c')
-
 /** The shim's table: TABLE_PAGES pages, each MAGIC, its number, its count, then swaps. */
 const PAGE = 4096
 const TABLE_PAGES = 16
@@ -34,48 +31,18 @@ const PER_PAGE = Math.floor((PAGE - HEADER) / SWAP_BYTES)
 export const MAX_SWAPS = TABLE_PAGES * PER_PAGE
 const MAGIC = Buffer.from('AgentHostFileId1')
 
-let built: Map<string, { path: string } | { reason: string }> | undefined
-
 /**
  * The shim compiled into `dir` (the runtime cache, read-only to agents), its
  * name the hash of its source: a new source is a new file, so a template of
  * the old one is stale (its environment names the library). Built once, at
  * the first fixed-layout launch (a sync probe like bubblewrap's: ~0.2 s).
  */
-export function fileIdentityShim(dir: string): { path: string } | { reason: string } {
-  built ??= new Map()
-  const known = built.get(dir)
-  if (known) return known
-  const result = compileShim(dir)
-  built.set(dir, result)
-  return result
-}
-
-function compileShim(dir: string): { path: string } | { reason: string } {
-  let source: Buffer
-  try {
-    source = readFileSync(SOURCE)
-  } catch (error) {
-    return { reason: `its source is missing (${(error as Error).message})` }
-  }
-  const hash = createHash('sha256').update(source).digest('hex').slice(0, 16)
-  const path = join(dir, `file-identities-${process.arch}-${hash}.so`)
-  if (existsSync(path)) return { path }
-  mkdirSync(dir, { recursive: true })
-  // A name of its own per build (two services on one storage may build at once).
-  const partial = `${path}.${process.pid}.${randomBytes(6).toString('hex')}`
-  const gcc = spawnSync(
-    'gcc',
-    ['-shared', '-fPIC', '-O2', '-Wall', '-o', partial, SOURCE, '-ldl'],
-    { encoding: 'utf8', timeout: 60_000 }
-  )
-  if (gcc.status !== 0) {
-    rmSync(partial, { force: true })
-    const why = gcc.error?.message ?? gcc.stderr.trim().split('\n').slice(-3).join(' ')
-    return { reason: `gcc could not build it (${why})` }
-  }
-  renameSync(partial, path)
-  return { path }
+export function fileIdentityShim(dir: string): Compiled {
+  return compiledC(dir, 'file_identity_shim.c', {
+    name: 'file-identities',
+    flags: ['-shared', '-fPIC'],
+    libraries: ['-ldl'],
+  })
 }
 
 /** A file's identity as the stat family reports it. */

@@ -10,6 +10,7 @@ import type { AgentNetworking } from '#runtime/process/agent_network/agent_netwo
 import { AgentCgroup, cgroupBases } from '#runtime/process/cgroups'
 import { criu, type AgentCheckpoint } from '#runtime/process/checkpoint'
 import { AGENT_MARKER_VARIABLE, buildChildEnv } from '#runtime/process/child_env'
+import { compiledFilesDir } from '#runtime/process/compiled_c'
 import { fileIdentityShim } from '#runtime/process/file_identities'
 import { ownRandomnessPreload, withPreload } from '#runtime/process/own_randomness'
 import type { FrameworkInstalls } from '#runtime/process/framework_installs'
@@ -356,7 +357,7 @@ export class LaunchPreparer {
     what: string,
     make: (dir: string) => { path: string } | { reason: string }
   ): string | undefined {
-    const file = make(join(this.options.cacheDir, 'sandbox'))
+    const file = make(compiledFilesDir(this.options.cacheDir))
     if ('path' in file) return file.path
     if (!missingSaid.has(what)) {
       missingSaid.add(what)

@@ -7,12 +7,14 @@ import {
 } from '#core/exceptions/api_exceptions'
 import type { AgentFileReader, FrameworkPlugin } from '#plugins/types'
 import { agentPaths, ensureAgentFolders, removeAgentFolders } from '#runtime/agent_paths'
-import { AgentProcess } from '#runtime/process/agent_process'
+import { AgentProcess, type HibernateRun } from '#runtime/process/agent_process'
 import type { SupervisorSettings } from '#runtime/process/prepared_launch'
 import { agentFileReader, agentWorkspaceFiles, syncSkillFiles } from '#runtime/process/agent_files'
 import { AgentLocks } from '#runtime/process/agent_locks'
 import { AgentCheckpoint } from '#runtime/process/checkpoint'
+import { compiledFilesDir } from '#runtime/process/compiled_c'
 import { CheckpointBudget } from '#runtime/process/checkpoint_budget'
+import { CheckpointStores } from '#runtime/process/checkpoint_stores'
 import type { TemplateCounts } from '#runtime/process/template'
 import { TemplateStarter } from '#runtime/process/template_starter'
 import { FrameworkInstalls } from '#runtime/process/framework_installs'
@@ -69,6 +71,7 @@ export class ProcessDriver implements ContainerDriver {
   )
   readonly #locks = new AgentLocks()
   readonly #checkpoints: CheckpointBudget
+  readonly #stores = new CheckpointStores()
   /** Set by stopAll: the service is stopping and starts nothing more. */
   #stopping = false
   readonly #installs: FrameworkInstalls
@@ -248,9 +251,15 @@ export class ProcessDriver implements ContainerDriver {
       agent?.canHibernate() === true && (await this.#checkpoints.diskHolds(agent.privateBytes()))
     if (room) await options.beforeCheckpoint?.()
     await this.#exclusive(agentId, async () => {
-      if (!room || !agent?.isLive() || !(await agent.hibernate())) return this.#stop(agentId)
-      await this.#network.teardown(agentId)
-      this.#emit({ type: 'stopped', agentId, at: new Date() })
+      // Reported stopped once its processes end (CheckpointStores): its memory is free for
+      // the next start, while the lock holds a start of its own until it is stored.
+      const ended = async () => {
+        await this.#network.teardown(agentId)
+        this.#emit({ type: 'stopped', agentId, at: new Date() })
+      }
+      const hibernate = (run: HibernateRun) => agent!.hibernate(run)
+      const slept = room && agent?.isLive() && (await this.#stores.sleep(agentId, hibernate, ended))
+      if (!slept) return this.#stop(agentId)
     })
     if (room) await this.#checkpoints.keepWithinBudget(agentId, this.#locks)
   }
@@ -281,13 +290,17 @@ export class ProcessDriver implements ContainerDriver {
   hostFolders = async (agentId: string) => hostFoldersOf(this.options.agentsDir, agentId)
 
   resumes(agentId: string): boolean {
-    return existsSync(this.#checkpoint(agentId).metaFile)
+    return this.#stores.storing(agentId) || existsSync(this.#checkpoint(agentId).metaFile)
   }
 
   /** Where the agent's checkpoint lives (there or not). */
   #checkpoint(agentId: string): AgentCheckpoint {
     const paths = this.#paths(agentId)
-    return new AgentCheckpoint(paths.checkpoint, paths.templateCopy)
+    return new AgentCheckpoint(
+      paths.checkpoint,
+      paths.templateCopy,
+      compiledFilesDir(this.options.cacheDir)
+    )
   }
 
   stop(agentId: string): Promise<void> {

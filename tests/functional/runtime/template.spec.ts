@@ -227,6 +227,41 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
     .skip(!canTemplate, skipReason)
     .timeout(180_000)
 
+  test('a sleep reports the agent asleep once its processes end, before its checkpoint is stored; a wake meanwhile waits and restores it', async ({
+    assert,
+  }) => {
+    const agentId = await agentFromTemplate(harness)
+    const before = await count(harness, agentId)
+    const metaFile = join(agentPaths(harness.agentsDir, agentId).checkpoint, 'checkpoint.json')
+    let atAsleep: { processes: number[]; stored: boolean; resumes: boolean } | undefined
+    let wake: Promise<void> | undefined
+    const stopListening = harness.runtime.onEvent((event) => {
+      if (event.type !== 'sleeping' || event.agentId !== agentId) return
+      atAsleep = {
+        processes: markedProcesses(agentId),
+        stored: existsSync(metaFile),
+        resumes: harness.driver.resumes(agentId),
+      }
+      wake = startReady(harness, agentId)
+    })
+    await harness.runtime.sleep(agentId)
+    stopListening()
+    assert.deepEqual(atAsleep, { processes: [], stored: false, resumes: true })
+    await wake
+    const after = await count(harness, agentId)
+    assert.deepEqual(
+      after,
+      { count: before.count + 1, since: before.since },
+      'restored, not booted'
+    )
+    assert.include(
+      readFileSync(agentPaths(harness.agentsDir, agentId).logFile, 'utf8'),
+      'asleep: checkpointed to disk'
+    )
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(120_000)
+
   test('a template built ahead at service start: agents created meanwhile wait for it, none boots cold', async ({
     assert,
   }) => {

@@ -187,6 +187,41 @@ test.group('Capacity manager', () => {
     assert.isTrue(capacity.isAdmitted('b'))
   })
 
+  test('a sleep for room whose processes ended (released) admits the start and lets the next sleep begin before it resolves', async ({
+    assert,
+  }) => {
+    // The process driver releases a victim once its dump ended it; storing the checkpoint follows.
+    const underWay = new Map<string, () => void>()
+    const capacity = new CapacityManager({
+      bootConcurrency: 2,
+      memoryBudgetMb: 600,
+      sleep: (agentId) =>
+        new Promise<void>((resolve) => {
+          underWay.set(agentId, () => (underWay.delete(agentId), resolve()))
+        }),
+    })
+    for (const agentId of ['a', 'b']) {
+      await capacity.admit(agentId, 300)
+      capacity.booted(agentId)
+    }
+    const x = capacity.admit('x', 300)
+    const y = capacity.admit('y', 300)
+    await settled(Promise.resolve())
+    assert.deepEqual([...underWay.keys()], ['a'], 'one sleep at a time')
+    capacity.release('a')
+    assert.isTrue(await settled(x), "x goes on a's freed memory")
+    assert.deepEqual([...underWay.keys()], ['a', 'b'], "b's sleep begins while a's is stored")
+    // a wakes while its sleep is still under way: its new admission outlives that sleep.
+    const a = capacity.admit('a', 300)
+    capacity.release('b')
+    assert.isTrue(await settled(y))
+    capacity.release('x')
+    assert.isTrue(await settled(a), "a goes on x's freed memory")
+    underWay.get('a')!()
+    await settled(Promise.resolve())
+    assert.isTrue(capacity.isAdmitted('a'), 'its old sleep ending does not drop its new run')
+  })
+
   test('when nothing can be put to sleep the start waits in the queue, and goes when memory frees', async ({
     assert,
   }) => {

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { test } from '@japa/runner'
 import { joinImage, splitImage, writeVarint } from '#runtime/process/criu_images'
-import { templateIdentity, writeAsDelta } from '#runtime/process/checkpoint_delta'
+import { pageDeltaProgram, templateIdentity, writeAsDelta } from '#runtime/process/checkpoint_delta'
 import {
   PAGE,
   PARENT_LINK,
@@ -90,6 +90,15 @@ test.group('Runtime / checkpoints as deltas on their template', (group) => {
   let root: string
   let templateDir: string
   let dumpDir: string
+  /** The page comparison (page_delta.c), compiled as the service does. */
+  let program: string
+  group.setup(async () => {
+    const compiled = await mkdtemp(join(tmpdir(), 'checkpoint-delta-program-'))
+    const built = pageDeltaProgram(compiled)
+    if ('reason' in built) throw new Error(built.reason)
+    program = built.path
+    return () => rm(compiled, { recursive: true, force: true })
+  })
   group.each.setup(async () => {
     root = await mkdtemp(join(tmpdir(), 'checkpoint-delta-'))
     templateDir = join(root, '.templates', 'key')
@@ -121,7 +130,7 @@ test.group('Runtime / checkpoints as deltas on their template', (group) => {
     await writeProcess(dumpDir, 2, other)
     const before = await readFile(join(dumpDir, 'pages-1.img'))
 
-    const delta = await writeAsDelta(dumpDir, templateDir)
+    const delta = await writeAsDelta(dumpDir, templateDir, program)
     assert.deepEqual(
       { kept: delta?.keptPages, total: delta?.totalPages },
       { kept: 3, total: 7 },
@@ -157,7 +166,7 @@ test.group('Runtime / checkpoints as deltas on their template', (group) => {
     await writeProcess(templateDir, 1, template)
     await writeProcess(dumpDir, 5, template)
     const before = await readFile(join(dumpDir, 'pages-5.img'))
-    assert.isUndefined(await writeAsDelta(dumpDir, templateDir))
+    assert.isUndefined(await writeAsDelta(dumpDir, templateDir, program))
     const after = await readFile(join(dumpDir, 'pages-5.img'))
     assert.isTrue(after.equals(before))
     await assert.rejects(() => readlink(join(dumpDir, PARENT_LINK)))
@@ -170,9 +179,26 @@ test.group('Runtime / checkpoints as deltas on their template', (group) => {
     await writeProcess(dumpDir, 1, template)
     const whole = await readFile(join(dumpDir, 'pages-1.img'))
     await writeFile(join(dumpDir, 'pages-1.img'), whole.subarray(0, 3 * PAGE))
-    await assert.rejects(() => writeAsDelta(dumpDir, templateDir), /shorter than its pagemap/)
+    await assert.rejects(
+      () => writeAsDelta(dumpDir, templateDir, program),
+      /shorter than its pagemap/
+    )
     const left = await readdir(dumpDir)
     assert.sameMembers(left, ['pagemap-1.img', 'pages-1.img'], 'no delta files, no link')
+  })
+
+  test('a template image shorter than its pagemap says fails the comparison: the dump is left whole', async ({
+    assert,
+  }) => {
+    await writeProcess(templateDir, 1, template)
+    await writeProcess(dumpDir, 1, template)
+    const whole = await readFile(join(templateDir, 'pages-1.img'))
+    await writeFile(join(templateDir, 'pages-1.img'), whole.subarray(0, 2 * PAGE))
+    await assert.rejects(
+      () => writeAsDelta(dumpDir, templateDir, program),
+      /page comparison failed \(2\): .*outside an image/
+    )
+    assert.sameMembers(await readdir(dumpDir), ['pagemap-1.img', 'pages-1.img'])
   })
 
   test('a rebuilt template has another identity (a delta on the old one is never restored on it)', async ({
