@@ -4,6 +4,7 @@ import {
   CapacityManager,
   type AdmitOptions,
   type BootQueueOrder,
+  type CapacitySettings,
 } from '#runtime/capacity/capacity_manager'
 
 /** A manager whose "sleep" records who was put to sleep and frees them like a stop would. */
@@ -18,6 +19,29 @@ function manager(bootConcurrency: number, memoryBudgetMb: number, order?: BootQu
     },
   })
   return { capacity, slept }
+}
+
+/** A manager whose sleeps end when the test says (`underWay`): how many run at once shows. */
+function heldSleeps(settings: Omit<CapacitySettings, 'sleep'>) {
+  const underWay = new Map<string, () => void>()
+  let mostAtOnce = 0
+  const capacity = new CapacityManager({
+    ...settings,
+    sleep: (agentId) =>
+      new Promise<void>((resolve) => {
+        underWay.set(agentId, () => (underWay.delete(agentId), resolve()))
+        mostAtOnce = Math.max(mostAtOnce, underWay.size)
+      }),
+  })
+  return { capacity, underWay, mostAtOnce: () => mostAtOnce }
+}
+
+/** Admits each agent and ends its boot: running, idle, a candidate to sleep. */
+async function running(capacity: CapacityManager, agentIds: string[], reservedMb: number) {
+  for (const agentId of agentIds) {
+    await capacity.admit(agentId, reservedMb)
+    capacity.booted(agentId)
+  }
 }
 
 /** True when the promise has settled within a few turns of the event loop. */
@@ -94,28 +118,17 @@ test.group('Capacity manager', () => {
       [2, 2],
       [undefined, 1],
     ] as const) {
-      // Sleeps that end when the test says: how many are under way at once shows.
-      const underWay = new Map<string, () => void>()
-      let mostAtOnce = 0
-      const capacity = new CapacityManager({
+      const { capacity, underWay, mostAtOnce } = heldSleeps({
         bootConcurrency: 2,
         memoryBudgetMb: 900,
         roomSleeps,
-        sleep: (agentId) =>
-          new Promise<void>((resolve) => {
-            underWay.set(agentId, () => (underWay.delete(agentId), resolve()))
-            mostAtOnce = Math.max(mostAtOnce, underWay.size)
-          }),
       })
-      for (const agentId of ['a', 'b', 'c']) {
-        await capacity.admit(agentId, 300)
-        capacity.booted(agentId)
-      }
+      await running(capacity, ['a', 'b', 'c'], 300)
       const waiting = [capacity.admit('x', 300), capacity.admit('y', 300)]
       while ((await settled(Promise.all(waiting))) === false) {
         for (const finish of [...underWay.values()]) finish()
       }
-      assert.equal(mostAtOnce, most, `roomSleeps ${roomSleeps}`)
+      assert.equal(mostAtOnce(), most, `roomSleeps ${roomSleeps}`)
       assert.isTrue(capacity.isAdmitted('x') && capacity.isAdmitted('y'))
       assert.isFalse(capacity.isAdmitted('a') || capacity.isAdmitted('b'), 'the two least recent')
       assert.isTrue(capacity.isAdmitted('c'), 'no third goes to sleep')
@@ -126,22 +139,12 @@ test.group('Capacity manager', () => {
   test('sleeps for room under way stay within roomSleeps when room frees meanwhile', async ({
     assert,
   }) => {
-    const underWay = new Map<string, () => void>()
-    let mostAtOnce = 0
-    const capacity = new CapacityManager({
+    const { capacity, underWay, mostAtOnce } = heldSleeps({
       bootConcurrency: 2,
       memoryBudgetMb: 1000,
       roomSleeps: 2,
-      sleep: (agentId) =>
-        new Promise<void>((resolve) => {
-          underWay.set(agentId, () => (underWay.delete(agentId), resolve()))
-          mostAtOnce = Math.max(mostAtOnce, underWay.size)
-        }),
     })
-    for (const agentId of ['a', 'b', 'c', 'd', 'e']) {
-      await capacity.admit(agentId, 200)
-      capacity.booted(agentId)
-    }
+    await running(capacity, ['a', 'b', 'c', 'd', 'e'], 200)
     const waiting = ['x', 'y', 'z'].map((agentId) => capacity.admit(agentId, 200))
     await settled(Promise.resolve())
     assert.deepEqual([...underWay.keys()], ['a', 'b'], 'one sleep per free slot')
@@ -155,26 +158,15 @@ test.group('Capacity manager', () => {
       for (const agentId of ['x', 'y', 'z'])
         if (capacity.isAdmitted(agentId)) capacity.booted(agentId)
     }
-    assert.equal(mostAtOnce, 2)
+    assert.equal(mostAtOnce(), 2)
     assert.isAtMost(capacity.snapshot().reservedMb, 1000)
   })
 
   test('room is made while every boot slot is busy: the memory is ready when the slot frees', async ({
     assert,
   }) => {
-    const underWay = new Map<string, () => void>()
-    const capacity = new CapacityManager({
-      bootConcurrency: 1,
-      memoryBudgetMb: 900,
-      sleep: (agentId) =>
-        new Promise<void>((resolve) => {
-          underWay.set(agentId, () => (underWay.delete(agentId), resolve()))
-        }),
-    })
-    for (const agentId of ['a', 'b']) {
-      await capacity.admit(agentId, 300)
-      capacity.booted(agentId)
-    }
+    const { capacity, underWay } = heldSleeps({ bootConcurrency: 1, memoryBudgetMb: 900 })
+    await running(capacity, ['a', 'b'], 300)
     await capacity.admit('booting', 300)
     const next = capacity.admit('next', 300)
     await settled(Promise.resolve())
@@ -191,19 +183,8 @@ test.group('Capacity manager', () => {
     assert,
   }) => {
     // The process driver releases a victim once its dump ended it; storing the checkpoint follows.
-    const underWay = new Map<string, () => void>()
-    const capacity = new CapacityManager({
-      bootConcurrency: 2,
-      memoryBudgetMb: 600,
-      sleep: (agentId) =>
-        new Promise<void>((resolve) => {
-          underWay.set(agentId, () => (underWay.delete(agentId), resolve()))
-        }),
-    })
-    for (const agentId of ['a', 'b']) {
-      await capacity.admit(agentId, 300)
-      capacity.booted(agentId)
-    }
+    const { capacity, underWay } = heldSleeps({ bootConcurrency: 2, memoryBudgetMb: 600 })
+    await running(capacity, ['a', 'b'], 300)
     const x = capacity.admit('x', 300)
     const y = capacity.admit('y', 300)
     await settled(Promise.resolve())
