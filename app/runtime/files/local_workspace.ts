@@ -77,18 +77,16 @@ export class LocalWorkspaceFiles implements WorkspaceFiles {
   }
 
   async #resolve(path: unknown) {
+    // No workspace yet: the agent was created and has not started once (on a new storage
+    // no agent has, and the agents folder itself is missing).
+    const notYet = () =>
+      new AgentNotRunningException('The agent is starting: its workspace does not exist yet')
+    if (!(await lstat(this.workspaceDir).catch(() => undefined))) throw notYet()
     try {
       return await resolveLocalWorkspacePath(this.workspaceDir, path, this.options)
     } catch (error) {
-      // No workspace yet: the agent was created and has not started once.
-      if (
-        errorCode(error) === 'ENOENT' &&
-        (error as NodeJS.ErrnoException).path === this.workspaceDir
-      ) {
-        throw new AgentNotRunningException(
-          'The agent is starting: its workspace does not exist yet'
-        )
-      }
+      // Removed meanwhile (the agent was deleted).
+      if (errorCode(error) === 'ENOENT') throw notYet()
       throw error
     }
   }
