@@ -11,6 +11,8 @@ import env from '#start/env'
  * first-come order: bench/density's baseline, not a setting to run with.
  * AGENT_ROOM_SLEEPS: most agents put to sleep for room at once (default 1;
  * more measured no faster on two cores, docs/runtime.md "Burst mode").
+ * AGENT_PREPARES_AT_ONCE: most starts preparing their container at once
+ * (default 8; 0, no limit, is bench/density's baseline).
  */
 const hostMb = Math.floor(totalmem() / 1024 / 1024)
 const reserveMb = Math.min(8192, Math.max(2048, Math.floor(hostMb / 4)))
@@ -28,6 +30,7 @@ export const agentCapacityConfig = {
   ),
   bootQueue: env.get('AGENT_BOOT_QUEUE') ?? 'fair',
   roomSleeps: Math.floor(positive(env.get('AGENT_ROOM_SLEEPS'), 1)),
+  preparesAtOnce: Math.max(0, Math.floor(env.get('AGENT_PREPARES_AT_ONCE') ?? 8)),
   idleSleepMs,
   /** How often idle agents are looked for: a quarter of the idle time, 1 to 30 s. */
   idleCheckEveryMs: Math.min(30_000, Math.max(1000, Math.floor(idleSleepMs / 4))),

@@ -34,6 +34,7 @@ export default await Env.create(new URL('../', import.meta.url), {
   /** The boot queue's order: fair (default) or fifo, the earlier order, for bench/density's baseline. */
   AGENT_BOOT_QUEUE: Env.schema.enum.optional(['fair', 'fifo'] as const),
   AGENT_ROOM_SLEEPS: Env.schema.number.optional(),
+  AGENT_PREPARES_AT_ONCE: Env.schema.number.optional(),
   AGENT_IDLE_SLEEP_SECS: Env.schema.number.optional(),
   AGENT_SANDBOX: Env.schema.enum.optional(['auto', 'bubblewrap', 'unshare', 'none'] as const),
   AGENT_COMPILE_CACHE: Env.schema.enum.optional(['on', 'off'] as const),

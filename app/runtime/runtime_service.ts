@@ -59,6 +59,7 @@ export class RuntimeService extends RuntimeBooks {
     this.#starts = new AgentStarts({
       ...options,
       capacity: this.capacityManager,
+      preparesAtOnce: options.capacity?.preparesAtOnce,
       plans: this.plans,
       isReady: (agentId) => this.tracker.ready.has(agentId),
       create: (spec, runId) => this.#create(spec, runId),

@@ -31,6 +31,8 @@ export interface RuntimeServiceOptions {
     bootQueue?: BootQueueOrder
     /** Most agents put to sleep for room at once (default 1). */
     roomSleeps?: number
+    /** Most starts preparing their container at once (agent_starts.ts; 0: no limit). */
+    preparesAtOnce?: number
   }
   /**
    * The capacity book the instances of this host share (host_book.ts);

@@ -59,9 +59,11 @@ export interface BurstOptions {
  * baseline. `fair-parallel`: the fair queue putting two agents to sleep for room at once
  * (AGENT_ROOM_SLEEPS=2), against the default one at a time. `fair-stored`: the fair queue with a
  * sleep freeing its memory only once its checkpoint is stored (AGENT_SLEEP_PIPELINE=off), the
- * sleep pipeline's baseline.
+ * sleep pipeline's baseline. `fair-prepare-all`: the fair queue with every start preparing its
+ * container at once (AGENT_PREPARES_AT_ONCE=0), the bounded preparations' baseline.
  */
-export type Order = 'fair' | 'fifo' | 'fair-whole' | 'fair-parallel' | 'fair-stored'
+export type Order =
+  'fair' | 'fifo' | 'fair-whole' | 'fair-parallel' | 'fair-stored' | 'fair-prepare-all'
 
 interface Tracked {
   id: string
@@ -71,6 +73,8 @@ interface Tracked {
   cpuSecs?: number
   /** Highest queuePosition its status showed. */
   maxPosition: number
+  /** When its status first showed each phase (ms after its create began). */
+  phases: Map<string, number>
 }
 
 interface BurstResult {
@@ -87,6 +91,8 @@ interface BurstResult {
   burstWaits: number[]
   probeWaits: number[]
   probePositions: number[]
+  /** The slowest unrelated first agent's phases, as first seen (s after its create began). */
+  slowestProbePhases: string
   fivexx: number
 }
 
@@ -97,6 +103,9 @@ async function observe(bench: BenchServer, agent: Tracked): Promise<void> {
   if (agent.servedAt) return
   const answer = await bench.call(`/agents/${agent.id}/status`, { token: agent.account.jwt })
   const data = answer.body?.data
+  if (typeof data?.phase === 'string' && !agent.phases.has(data.phase)) {
+    agent.phases.set(data.phase, Date.now() - agent.createdAt)
+  }
   if (typeof data?.queuePosition === 'number') {
     agent.maxPosition = Math.max(agent.maxPosition, data.queuePosition)
   }
@@ -130,6 +139,18 @@ function launches(bench: BenchServer, agentId: string): { restored: number; cold
   }
 }
 
+/** The agent served last after its create (undefined: none). */
+function slowest(agents: Tracked[]): Tracked | undefined {
+  const wait = (agent: Tracked) => (agent.servedAt ?? Infinity) - agent.createdAt
+  return [...agents].sort((a, b) => wait(b) - wait(a))[0]
+}
+
+/** "preparing 0.1, queued 8.2, ..." in the order its status showed them. */
+function phasesOf(agent: Tracked | undefined): string {
+  if (!agent) return '-'
+  return [...agent.phases].map(([phase, ms]) => `${phase} ${(ms / 1000).toFixed(1)}`).join(', ')
+}
+
 async function createAndMessage(
   bench: BenchServer,
   account: Account,
@@ -150,7 +171,13 @@ async function createAndMessage(
     console.error(`[burst] create answered ${created.status}: ${JSON.stringify(created.body)}`)
     return undefined
   }
-  const agent: Tracked = { id: created.body.data.id, account, createdAt, maxPosition: 0 }
+  const agent: Tracked = {
+    id: created.body.data.id,
+    account,
+    createdAt,
+    maxPosition: 0,
+    phases: new Map(),
+  }
   const chat = await bench.call(`/api/v1/agents/${agent.id}/chat`, {
     method: 'POST',
     token: account.key,
@@ -187,6 +214,7 @@ async function burstRun(order: Order, options: BurstOptions): Promise<BurstResul
     AGENT_CHECKPOINT_DELTA: order === 'fair-whole' ? 'off' : 'on',
     ...(order === 'fair-parallel' ? { AGENT_ROOM_SLEEPS: '2' } : {}),
     ...(order === 'fair-stored' ? { AGENT_SLEEP_PIPELINE: 'off' } : {}),
+    ...(order === 'fair-prepare-all' ? { AGENT_PREPARES_AT_ONCE: '0' } : {}),
     AGENT_BOOT_CONCURRENCY: options.bootConcurrency,
     // Nobody sleeps during the run: every launch is the agent's first.
     AGENT_IDLE_SLEEP_SECS: '86400',
@@ -289,6 +317,7 @@ async function burstRun(order: Order, options: BurstOptions): Promise<BurstResul
         .filter((agent) => agent.servedAt)
         .map((agent) => (agent.servedAt! - agent.createdAt) / 1000),
       probePositions: probes.map((agent) => agent.maxPosition),
+      slowestProbePhases: phasesOf(slowest(probes)),
       fivexx: [...bench.statuses.entries()]
         .filter(([code]) => code >= 500)
         .reduce((sum, [, count]) => sum + count, 0),
@@ -328,6 +357,10 @@ export async function runBurst(options: BurstOptions): Promise<void> {
     [
       "unrelated account's first agent: highest queuePosition seen, p50 / max",
       (r) => `${percentile(r.probePositions, 50)} / ${Math.max(0, ...r.probePositions)}`,
+    ],
+    [
+      "the slowest unrelated first agent's phases, first seen (s after its create)",
+      (r) => r.slowestProbePhases,
     ],
     ['5xx answers', (r) => String(r.fivexx)],
   ]

@@ -20,7 +20,7 @@
  *
  *   npm run bench:density -- --burst [--agents 200] [--accounts 50] [--probes 10]
  *                            [--framework fixture|openclaw] [--boot-ms 3000]
- *                            [--boot-concurrency <cores>] [--orders fair,fifo,fair-whole,fair-parallel,fair-stored]
+ *                            [--boot-concurrency <cores>] [--orders fair,fifo,fair-whole,fair-parallel,fair-stored,fair-prepare-all]
  *                            [--poll-ms 500]
  *                            [--no-warm]
  *
@@ -75,7 +75,9 @@ if (values.burst) {
     bootMinutes: Number(values['boot-minutes'] ?? 60),
     orders: values
       .orders!.split(',')
-      .filter((order): order is Order => /^(fair|fifo|fair-whole|fair-parallel|fair-stored)$/.test(order)),
+      .filter((order): order is Order =>
+        /^(fair|fifo|fair-whole|fair-parallel|fair-stored|fair-prepare-all)$/.test(order)
+      ),
     warm: values.warm!,
     pollMs: Number(values['poll-ms']),
   })
