@@ -95,7 +95,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const baseline = median(results.get(orders[0][0])!.map((r) => r.last))
 console.log(`\n## bench:prepares (openclaw, ${burst} starts then one more, ${rounds} rounds)\n`)
 console.log(
-  '| preparations | another account\'s start after the burst: prepared in (median) | vs all at once | the whole burst prepared in (median) |'
+  "| preparations | another account's start after the burst: prepared in (median) | vs all at once | the whole burst prepared in (median) |"
 )
 console.log('|---|---|---|---|')
 for (const [label] of orders) {
