@@ -21,6 +21,11 @@ function positive(value: number | undefined, fallback: number): number {
   return value !== undefined && Number.isFinite(value) && value > 0 ? value : fallback
 }
 
+/** A count of 0 or more as given, or undefined when unset. */
+function wholeOrUndefined(value: number | undefined): number | undefined {
+  return value === undefined ? undefined : Math.max(0, Math.floor(value))
+}
+
 const idleSleepMs = positive(env.get('AGENT_IDLE_SLEEP_SECS'), 900) * 1000
 
 export const agentCapacityConfig = {
@@ -30,7 +35,8 @@ export const agentCapacityConfig = {
   ),
   bootQueue: env.get('AGENT_BOOT_QUEUE') ?? 'fair',
   roomSleeps: Math.floor(positive(env.get('AGENT_ROOM_SLEEPS'), 1)),
-  preparesAtOnce: Math.max(0, Math.floor(env.get('AGENT_PREPARES_AT_ONCE') ?? 8)),
+  // Unset: AgentStarts' own default (app/runtime/agent_starts.ts).
+  preparesAtOnce: wholeOrUndefined(env.get('AGENT_PREPARES_AT_ONCE')),
   idleSleepMs,
   /** How often idle agents are looked for: a quarter of the idle time, 1 to 30 s. */
   idleCheckEveryMs: Math.min(30_000, Math.max(1000, Math.floor(idleSleepMs / 4))),

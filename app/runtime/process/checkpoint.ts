@@ -247,7 +247,13 @@ export class AgentCheckpoint {
       return { error: `criu dump exited with ${code}: ${error}` }
     }
     const dumpedIn = Date.now() - began
-    return { dumped: { store: () => this.#store(partial, options, dumpedIn) } }
+    // A store that failed (a full disk) leaves no raw dump of a gigabyte behind.
+    const store = () =>
+      this.#store(partial, options, dumpedIn).catch(async (error) => {
+        await rm(partial, { recursive: true, force: true })
+        throw error
+      })
+    return { dumped: { store } }
   }
 
   /**

@@ -85,7 +85,8 @@ int main(int argc, char **argv) {
           memcmp(dump + (from + page) * PAGE, template + (to + page) * PAGE, PAGE) == 0;
     }
   }
-  int out = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Never through a link: the output is a new file in the dump's own folder.
+  int out = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (out < 0) {
     perror("page_delta: opening the output");
     return 1;
