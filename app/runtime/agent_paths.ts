@@ -40,6 +40,11 @@ export interface AgentPaths extends AgentFolders {
   checkpoint: string
   /** Its first start's images, linked to the template they were made of (process driver). */
   templateCopy: string
+  /**
+   * There while its next start is a new agent's, from its framework's template: its last run
+   * started from the template and slept before any turn (process driver).
+   */
+  startsAsNewFile: string
   /** The root folder of its root-layout sandbox, and the account files of the other layout. */
   sandboxRoot: string
   sandboxEtc: string
@@ -74,6 +79,7 @@ export function agentPaths(agentsDir: string, agentId: string): AgentPaths {
     credentialsFile: join(runtime, 'credentials.json'),
     checkpoint: join(runtime, 'checkpoint'),
     templateCopy: join(runtime, 'template-copy'),
+    startsAsNewFile: join(runtime, 'starts-as-new'),
     sandboxRoot: join(runtime, 'sandbox-root'),
     sandboxEtc: join(runtime, 'sandbox-etc'),
     xdgConfig: join(home, '.config'),

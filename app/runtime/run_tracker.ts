@@ -13,7 +13,10 @@ export class RunTracker {
   readonly ready = new Set<string>()
   /** Agents being put to sleep: their `stopped` event is reported as `sleeping`. */
   readonly sleeping = new Set<string>()
-  /** Agents whose running framework has answered a turn since it booted (a restore keeps it). */
+  /**
+   * Agents whose running framework has been sent a turn since it booted or started from its
+   * template (a restore keeps it): a warm-up is then needless, and a sleep keeps the run.
+   */
   readonly hadTurn = new Set<string>()
 
   constructor(

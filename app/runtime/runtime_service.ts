@@ -152,9 +152,10 @@ export class RuntimeService extends RuntimeBooks {
   async sleep(agentId: string, options: { warmUp?: boolean } = {}): Promise<void> {
     this.tracker.sleeping.add(agentId)
     const beforeCheckpoint = options.warmUp === false ? undefined : () => this.#warmUp(agentId)
+    const untouched = !this.tracker.hadTurn.has(agentId)
     try {
       await (this.driver.hibernate
-        ? this.driver.hibernate(agentId, { beforeCheckpoint })
+        ? this.driver.hibernate(agentId, { beforeCheckpoint, untouched })
         : this.driver.stop(agentId))
     } finally {
       // A stop that emitted no event (nothing ran) leaves no mark behind. One that did
@@ -280,11 +281,10 @@ export class RuntimeService extends RuntimeBooks {
     request: ContainerChatRequest,
     target?: ChatTarget
   ): Promise<ContainerChatReply> {
-    const reply = await chatOnce(await this.#requireTarget(agentId, target), request, {
-      replyTimeoutMs: this.options.chatTimeoutMs,
-    })
+    const resolved = await this.#requireTarget(agentId, target)
+    // From its sending: a turn cut short may still have changed the run (a sleep keeps it).
     this.tracker.hadTurn.add(agentId)
-    return reply
+    return chatOnce(resolved, request, { replyTimeoutMs: this.options.chatTimeoutMs })
   }
 
   /** The same, streamed: yields `{ token }` chunks and returns the whole reply. */
@@ -293,11 +293,9 @@ export class RuntimeService extends RuntimeBooks {
     request: ContainerChatRequest,
     target?: ChatTarget
   ): AsyncGenerator<ContainerChatChunk, ContainerChatReply> {
-    const reply = yield* chatStream(await this.#requireTarget(agentId, target), request, {
-      replyTimeoutMs: this.options.chatTimeoutMs,
-    })
+    const resolved = await this.#requireTarget(agentId, target)
     this.tracker.hadTurn.add(agentId)
-    return reply
+    return yield* chatStream(resolved, request, { replyTimeoutMs: this.options.chatTimeoutMs })
   }
 
   /**

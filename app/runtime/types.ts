@@ -290,6 +290,12 @@ export interface MonitoringFigures extends ContainerUsage {
 export interface HibernateOptions {
   /** Runs once it is settled that a checkpoint will be taken, just before it is. */
   beforeCheckpoint?: () => Promise<void>
+  /**
+   * No turn was sent to its framework since this run started. A run started from its
+   * framework's template is then still its template: a driver may end it without a
+   * checkpoint and start it from the template again.
+   */
+  untouched?: boolean
 }
 
 /** A chat sent through the agent's own framework. */

@@ -61,9 +61,17 @@ export interface BurstOptions {
  * sleep freeing its memory only once its checkpoint is stored (AGENT_SLEEP_PIPELINE=off), the
  * sleep pipeline's baseline. `fair-prepare-all`: the fair queue with every start preparing its
  * container at once (AGENT_PREPARES_AT_ONCE=0), the bounded preparations' baseline.
+ * `fair-checkpoint-all`: the fair queue checkpointing every sleep, also of an agent still as its
+ * template started it (AGENT_SLEEP_AS_NEW=off), the sleeps as new agents' baseline.
  */
 export type Order =
-  'fair' | 'fifo' | 'fair-whole' | 'fair-parallel' | 'fair-stored' | 'fair-prepare-all'
+  | 'fair'
+  | 'fifo'
+  | 'fair-whole'
+  | 'fair-parallel'
+  | 'fair-stored'
+  | 'fair-prepare-all'
+  | 'fair-checkpoint-all'
 
 interface Tracked {
   id: string
@@ -215,6 +223,7 @@ async function burstRun(order: Order, options: BurstOptions): Promise<BurstResul
     ...(order === 'fair-parallel' ? { AGENT_ROOM_SLEEPS: '2' } : {}),
     ...(order === 'fair-stored' ? { AGENT_SLEEP_PIPELINE: 'off' } : {}),
     ...(order === 'fair-prepare-all' ? { AGENT_PREPARES_AT_ONCE: '0' } : {}),
+    ...(order === 'fair-checkpoint-all' ? { AGENT_SLEEP_AS_NEW: 'off' } : {}),
     AGENT_BOOT_CONCURRENCY: options.bootConcurrency,
     // Nobody sleeps during the run: every launch is the agent's first.
     AGENT_IDLE_SLEEP_SECS: '86400',

@@ -20,7 +20,7 @@
  *
  *   npm run bench:density -- --burst [--agents 200] [--accounts 50] [--probes 10]
  *                            [--framework fixture|openclaw] [--boot-ms 3000]
- *                            [--boot-concurrency <cores>] [--orders fair,fifo,fair-whole,fair-parallel,fair-stored,fair-prepare-all]
+ *                            [--boot-concurrency <cores>] [--orders fair,fifo,fair-whole,fair-parallel,fair-stored,fair-prepare-all,fair-checkpoint-all]
  *                            [--poll-ms 500]
  *                            [--no-warm]
  *
@@ -76,7 +76,9 @@ if (values.burst) {
     orders: values
       .orders!.split(',')
       .filter((order): order is Order =>
-        /^(fair|fifo|fair-whole|fair-parallel|fair-stored|fair-prepare-all)$/.test(order)
+        /^(fair|fifo|fair-whole|fair-parallel|fair-stored|fair-prepare-all|fair-checkpoint-all)$/.test(
+          order
+        )
       ),
     warm: values.warm!,
     pollMs: Number(values['poll-ms']),

@@ -262,9 +262,9 @@ export class PlacedRuntimeService extends RuntimeService {
     request: ContainerChatRequest,
     target?: ChatTarget
   ): Promise<ContainerChatReply> {
-    const reply = await super.chat(agentId, request, target)
+    // Told as it is sent: the holder's sleep keeps a run that has been sent a turn.
     if (!this.placement.heldHere(agentId)) this.placement.noteActivity(agentId, true)
-    return reply
+    return super.chat(agentId, request, target)
   }
 
   override async *chatStream(
@@ -272,9 +272,8 @@ export class PlacedRuntimeService extends RuntimeService {
     request: ContainerChatRequest,
     target?: ChatTarget
   ): AsyncGenerator<ContainerChatChunk, ContainerChatReply> {
-    const reply = yield* super.chatStream(agentId, request, target)
     if (!this.placement.heldHere(agentId)) this.placement.noteActivity(agentId, true)
-    return reply
+    return yield* super.chatStream(agentId, request, target)
   }
 
   /** Its logs, with its gateway token masked even when this instance never started it. */

@@ -1,3 +1,4 @@
+import { writeFile } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { ContainerInfo } from '#runtime/types'
 import {
@@ -15,6 +16,7 @@ import {
   treeMembers,
 } from '#runtime/process/run_process'
 import { ProcessSupervisor } from '#runtime/process/process_supervisor'
+import type { ProcessRecord } from '#runtime/process/process_record'
 
 /**
  * One agent's supervised framework process: spawns it in its own process
@@ -74,10 +76,34 @@ export class AgentProcess extends ProcessSupervisor {
     this.restarts.cancel()
     const record = this.record
     if (!record || !isAlive(record.pid)) return this.stoppedWithoutRun()
-    const members = treeMembers(record.pid)
     this.logFile.note(`stopping process ${record.pid}`)
+    await this.#end(record, 'SIGTERM')
+    await this.stopped('stopped')
+  }
+
+  /**
+   * A sleep of a run that is still its template: started from it, and sent no turn since
+   * (the caller's books). Nothing of it is worth a checkpoint, so it is killed at once, and
+   * its next start is from the template again, as a new agent's (`startsAsNewFile`). False,
+   * still running, when this run did not start from its template.
+   */
+  async sleepAsNew(): Promise<boolean> {
+    const record = this.record
+    if (!this.startedFromTemplate || this.state !== 'running' || !record) return false
+    if (!isAlive(record.pid)) return false
+    await writeFile(this.paths.startsAsNewFile, '')
+    this.stopping = true
+    this.restarts.cancel()
+    await this.#end(record, 'SIGKILL')
+    await this.stopped('asleep: still as its template started it (no turn since), no checkpoint')
+    return true
+  }
+
+  /** `signal` to the run's tree, SIGKILL to what is left after the grace period; until it ended. */
+  async #end(record: ProcessRecord, signal: 'SIGTERM' | 'SIGKILL') {
+    const members = treeMembers(record.pid)
     const exited = this.untilExited()
-    signalTree(record.pid, ownGroupChildren(record.pid), 'SIGTERM')
+    signalTree(record.pid, ownGroupChildren(record.pid), signal)
     const deadline = Date.now() + this.settings.stopGraceMs
     const living = () => livingMembers(members)
     // The grace period is the whole tree's: a sandbox's launcher may exit on SIGTERM
@@ -89,7 +115,6 @@ export class AgentProcess extends ProcessSupervisor {
       signalTree(record.pid, survivors, 'SIGKILL')
     }
     await this.ended(record, exited, 'stopped')
-    await this.stopped('stopped')
   }
 
   /**

@@ -53,6 +53,12 @@ import type {
 const LOG_MAX_BYTES = 5 * 1024 * 1024
 
 /**
+ * `AGENT_SLEEP_AS_NEW=off`: a run still as its template started it is checkpointed like any
+ * other when it sleeps (bench:density --burst's `fair-checkpoint-all` baseline).
+ */
+const SLEEPS_AS_NEW = process.env.AGENT_SLEEP_AS_NEW !== 'off'
+
+/**
  * The `process` driver: each agent's framework is a supervised child
  * process of the service host, with its own folder, port and environment.
  * Processes survive a restart of the service and are adopted by the next
@@ -152,7 +158,9 @@ export class ProcessDriver implements ContainerDriver {
     const paths = this.#paths(spec.agentId)
     // A new agent: never started by this run of the service, nor by a previous one (no output).
     const known = this.#agents.get(spec.agentId)
-    const fresh = known ? known.neverStarted : !existsSync(paths.logFile)
+    // Or one whose last run was still its template when it slept (AgentProcess.sleepAsNew).
+    const fresh =
+      (known ? known.neverStarted : !existsSync(paths.logFile)) || existsSync(paths.startsAsNewFile)
     await ensureAgentFolders(paths)
 
     let agent = this.#agents.get(spec.agentId)
@@ -247,6 +255,15 @@ export class ProcessDriver implements ContainerDriver {
    */
   async hibernate(agentId: string, options: HibernateOptions = {}): Promise<void> {
     const agent = this.#agents.get(agentId)
+    if (options.untouched && SLEEPS_AS_NEW && agent?.startedFromTemplate) {
+      const asNew = await this.#exclusive(agentId, async () => {
+        if (!(await agent.sleepAsNew())) return false
+        await this.#network.teardown(agentId)
+        this.#emit({ type: 'stopped', agentId, at: new Date() })
+        return true
+      })
+      if (asNew) return
+    }
     const room =
       agent?.canHibernate() === true && (await this.#checkpoints.diskHolds(agent.privateBytes()))
     if (room) await options.beforeCheckpoint?.()
@@ -289,8 +306,13 @@ export class ProcessDriver implements ContainerDriver {
 
   hostFolders = async (agentId: string) => hostFoldersOf(this.options.agentsDir, agentId)
 
+  /** Its start restores: its checkpoint (stored or being stored), or its template again. */
   resumes(agentId: string): boolean {
-    return this.#stores.storing(agentId) || existsSync(this.#checkpoint(agentId).metaFile)
+    return (
+      this.#stores.storing(agentId) ||
+      existsSync(this.#checkpoint(agentId).metaFile) ||
+      existsSync(this.#paths(agentId).startsAsNewFile)
+    )
   }
 
   /** Where the agent's checkpoint lives (there or not). */

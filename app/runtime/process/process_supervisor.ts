@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { rmSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -47,6 +48,8 @@ export class ProcessSupervisor {
   nextContainerId?: string
   /** No run of it was ever started or adopted (a new agent may start from a template). */
   neverStarted = true
+  /** The current run was started from its framework's template (not booted, not woken). */
+  startedFromTemplate = false
   readonly logFile: LogFile
 
   #child?: ChildProcess
@@ -88,6 +91,7 @@ export class ProcessSupervisor {
   /** Takes over a process a previous run of the service started. */
   adopt(record: ProcessRecord) {
     this.neverStarted = false
+    this.startedFromTemplate = false
     this.record = record
     this.restartCount = record.restartCount
     this.state = 'running'
@@ -219,6 +223,9 @@ export class ProcessSupervisor {
       return true
     }
     this.state = 'running'
+    this.startedFromTemplate = restore?.fromTemplate === true
+    // Whatever ran now, the next start is no longer the one its last sleep left for it.
+    rmSync(this.paths.startsAsNewFile, { force: true })
     this.logFile.note(
       restore?.fromTemplate
         ? `started ${prepared.framework} from its template under process ${child.pid} on ${this.host}:${prepared.port}`

@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
-import { copyFile, rm } from 'node:fs/promises'
+import { copyFile, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { lastErrors, restoreCommand } from '#runtime/process/checkpoint'
@@ -151,8 +151,14 @@ export async function startFromTemplate(
   }
   const restored =
     !(child instanceof Error) && (await run.watch(generation, child, prepared, restore))
-  // CRIU may still hold the folder open for a moment.
-  setTimeout(() => void rm(copy.dir, { recursive: true, force: true }), 60_000).unref()
+  // CRIU may still hold the folder open for a moment. A later start from the template (after
+  // a sleep as new) makes its own copy at the same path: that one is not this one's to remove.
+  const made = await stat(copy.dir).catch(() => undefined)
+  const removeIfSame = async () => {
+    const now = await stat(copy.dir).catch(() => undefined)
+    if (made && now?.ino === made.ino) await rm(copy.dir, { recursive: true, force: true })
+  }
+  setTimeout(() => void removeIfSame().catch(() => undefined), 60_000).unref()
   if (restored) {
     const secs = (from: number, to: number) => `${((to - from) / 1000).toFixed(2)} s`
     run.logFile.note(

@@ -262,6 +262,46 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
     .skip(!canTemplate, skipReason)
     .timeout(120_000)
 
+  test('an agent put to sleep before any turn starts from its template again, even after a service restart; after a turn it sleeps with a checkpoint', async ({
+    assert,
+  }) => {
+    const agentId = await agentFromTemplate(harness)
+    const paths = agentPaths(harness.agentsDir, agentId)
+    // A gateway GET, not a turn: the boot time its memory holds (the template's).
+    const { body: first } = await getWithTokenOf(harness, agentId, agentId, '/whoami')
+    const slept = new Promise<void>((resolve) => {
+      const stopListening = harness.runtime.onEvent((event) => {
+        if (event.type === 'sleeping' && event.agentId === agentId) resolve(stopListening())
+      })
+    })
+    await harness.runtime.sleep(agentId)
+    await slept
+    assert.deepEqual(markedProcesses(agentId), [])
+    assert.isFalse(existsSync(join(paths.checkpoint, 'checkpoint.json')), 'no checkpoint taken')
+    assert.isTrue(existsSync(paths.startsAsNewFile))
+    assert.isTrue(harness.driver.resumes(agentId), 'its wake restores, in the queue too')
+    assert.include(readFileSync(paths.logFile, 'utf8'), 'asleep: still as its template started it')
+
+    // What the marker says outlives the service: the next one starts it from the template.
+    await harness.restartService()
+    await startReady(harness, agentId)
+    assert.isTrue(startedFromTemplate(harness, agentId), 'a template start, not a cold boot')
+    assert.isFalse(existsSync(paths.startsAsNewFile))
+    const again = await getWithTokenOf(harness, agentId, agentId, '/whoami')
+    assert.deepEqual([again.status, again.body.uid], [200, agentUid(agentId)])
+    assert.equal(again.body.startedAt, first.startedAt, "the template's memory again")
+
+    // Sent a turn, the run is its own: its sleep checkpoints it and the wake goes on counting.
+    const counted = await count(harness, agentId)
+    await harness.runtime.sleep(agentId)
+    assert.isString(checkpointOf(harness, agentId).meta.templateIdentity, 'a delta checkpoint')
+    assert.isFalse(existsSync(paths.startsAsNewFile))
+    await startReady(harness, agentId)
+    assert.deepEqual(await count(harness, agentId), { ...counted, count: counted.count + 1 })
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(180_000)
+
   test('a template built ahead at service start: agents created meanwhile wait for it, none boots cold', async ({
     assert,
   }) => {
