@@ -269,9 +269,9 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
     const paths = agentPaths(harness.agentsDir, agentId)
     // A gateway GET, not a turn: the boot time its memory holds (the template's).
     const { body: first } = await getWithTokenOf(harness, agentId, agentId, '/whoami')
-    const slept = new Promise<void>((resolve) => {
+    const slept = new Promise<void>((done) => {
       const stopListening = harness.runtime.onEvent((event) => {
-        if (event.type === 'sleeping' && event.agentId === agentId) resolve(stopListening())
+        if (event.type === 'sleeping' && event.agentId === agentId) done(stopListening())
       })
     })
     await harness.runtime.sleep(agentId)
