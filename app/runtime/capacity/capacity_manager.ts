@@ -102,6 +102,11 @@ export class CapacityManager {
   /** Increases with every admission: when each account was last served (round robin). */
   #turn = 0
   readonly #served = new Map<string, number>()
+  /**
+   * The admission order as last computed: kept until the queue, a priority or the turns
+   * change (#reordered), since every status read asks for a place in it.
+   */
+  #order?: Waiting[]
   /** Agents a message or start asked for before their start reached the queue: admitted interactive. */
   readonly #wanted = new Set<string>()
 
@@ -143,6 +148,7 @@ export class CapacityManager {
         reject,
       })
     })
+    this.#reordered()
     this.settings.book?.queue(entryOf(this.#queue.at(-1)!))
     void this.#pump()
     return admission
@@ -163,6 +169,7 @@ export class CapacityManager {
   #upgrade(entry: Waiting) {
     if (entry.priority === 'interactive') return
     entry.priority = 'interactive'
+    this.#reordered()
     this.settings.book?.queue(entryOf(entry))
     void this.#pump()
   }
@@ -197,6 +204,7 @@ export class CapacityManager {
     const queued = this.#queue.findIndex((entry) => entry.agentId === agentId)
     if (queued >= 0) {
       const [entry] = this.#queue.splice(queued, 1)
+      this.#reordered()
       entry.reject(new BootCancelledError())
     }
     if (this.#admitted.delete(agentId)) void this.#pump()
@@ -205,6 +213,7 @@ export class CapacityManager {
   /** Service shutdown: every start waiting for its turn fails with BootCancelledError. */
   cancelQueued() {
     this.#wanted.clear()
+    this.#reordered()
     for (const entry of this.#queue.splice(0)) {
       this.settings.book?.release(entry.agentId)
       entry.reject(new BootCancelledError())
@@ -284,7 +293,12 @@ export class CapacityManager {
 
   /** The queue in admission order (boot_queue_order.ts), from the books: the pump's order. */
   #ordered(): Waiting[] {
-    return admissionOrder(this.#queue, this.#served, this.#turn, this.#fifo)
+    this.#order ??= admissionOrder(this.#queue, this.#served, this.#turn, this.#fifo)
+    return this.#order
+  }
+
+  #reordered() {
+    this.#order = undefined
   }
 
   get #fifo(): boolean {
@@ -294,6 +308,7 @@ export class CapacityManager {
   #take(head: Waiting) {
     this.#queue.splice(this.#queue.indexOf(head), 1)
     this.#served.set(head.owner, ++this.#turn)
+    this.#reordered()
     // Turns only matter among accounts that wait: an empty queue starts afresh.
     if (this.#queue.length === 0) this.#served.clear()
     this.#admitted.set(head.agentId, {

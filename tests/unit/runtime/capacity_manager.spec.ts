@@ -362,6 +362,30 @@ test.group('Capacity manager: boot queue order', () => {
     assert.isTrue(capacity.isAdmitted('a3'))
   })
 
+  test('the order read between changes follows each one: an arrival, an upgrade, a release, an admission', async ({
+    assert,
+  }) => {
+    const { capacity } = manager(1, 10_000)
+    await capacity.admit('blocker', 100)
+    const wait = (agentId: string, owner: string) =>
+      void capacity.admit(agentId, 100, { owner, priority: 'background' }).catch(() => undefined)
+    wait('a1', 'A')
+    wait('a2', 'A')
+    assert.deepEqual(capacity.queueOrder(), ['a1', 'a2'])
+    wait('b1', 'B')
+    assert.deepEqual(capacity.queueOrder(), ['b1', 'a1', 'a2'], 'fewer waiting first')
+    capacity.prioritize('a2')
+    assert.deepEqual(capacity.queueOrder(), ['a2', 'b1', 'a1'])
+    capacity.release('b1')
+    assert.deepEqual(capacity.queueOrder(), ['a2', 'a1'])
+    assert.equal(capacity.queuePosition('a1'), 2)
+    capacity.booted('blocker')
+    await new Promise((resolve) => setImmediate(resolve))
+    assert.isTrue(capacity.isAdmitted('a2'))
+    assert.deepEqual(capacity.queueOrder(), ['a1'])
+    assert.equal(capacity.queuePosition('a1'), 1)
+  })
+
   test('checkpoint resumes go before cold boots within their class, accounts taking turns', async ({
     assert,
   }) => {
