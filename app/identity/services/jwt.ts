@@ -1,4 +1,11 @@
-import { createHmac, hkdfSync, randomUUID, timingSafeEqual } from 'node:crypto'
+import {
+  createHmac,
+  createSecretKey,
+  hkdfSync,
+  randomUUID,
+  timingSafeEqual,
+  type KeyObject,
+} from 'node:crypto'
 import { appKey } from '#config/app'
 
 /** JWT lifetime (spec: 7 days), as written in answers and in seconds. */
@@ -18,14 +25,18 @@ export interface JwtClaims {
   ver: number
 }
 
-let signingKey: Buffer | undefined
+let signingKey: KeyObject | undefined
 
 /**
  * HS256 key derived from APP_KEY with HKDF, so the JWT key is never the raw
- * application key that also encrypts stored secrets and signs cookies.
+ * application key that also encrypts stored secrets and signs cookies. A
+ * KeyObject, made once: every request's verification would otherwise import
+ * the raw bytes again.
  */
-function key(): Buffer {
-  signingKey ??= Buffer.from(hkdfSync('sha256', appKey.release(), 'agent-host', 'jwt-hs256', 32))
+function key(): KeyObject {
+  signingKey ??= createSecretKey(
+    Buffer.from(hkdfSync('sha256', appKey.release(), 'agent-host', 'jwt-hs256', 32))
+  )
   return signingKey
 }
 
