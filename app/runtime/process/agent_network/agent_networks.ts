@@ -47,9 +47,6 @@ const NSENTER = ['/usr/bin/nsenter', '/bin/nsenter'].find((path) => existsSync(p
 const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((path) => existsSync(path))
 const IP = ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'].find((path) => existsSync(path))
 const NFT = ['/usr/sbin/nft', '/sbin/nft', '/usr/bin/nft'].find((path) => existsSync(path))
-const BRIDGE_TOOL = ['/usr/sbin/bridge', '/sbin/bridge', '/usr/bin/bridge'].find((path) =>
-  existsSync(path)
-)
 const IPTABLES = ['/usr/sbin/iptables', '/sbin/iptables'].find((path) => existsSync(path))
 /** A namespace younger than this may be one another instance is starting an agent in. */
 const SWEEP_MIN_AGE_MS = 60_000
@@ -57,7 +54,7 @@ const SWEEP_MIN_AGE_MS = 60_000
 /** Why agents cannot get namespaces here, or undefined when they can. */
 export function agentNetworkUnavailable(): string | undefined {
   if (process.getuid?.() !== 0) return 'the service does not run as root'
-  if (!IP || !NFT || !NSENTER || !SETPRIV || !BRIDGE_TOOL)
+  if (!IP || !NFT || !NSENTER || !SETPRIV)
     return 'iproute2, nftables and nsenter (util-linux) are needed'
   return undefined
 }
@@ -104,6 +101,11 @@ async function pipeInto(command: string, args: string[], input: string): Promise
     )
     child.stdin.end(input)
   })
+}
+
+/** Commands for `ip -batch -`, one a line. */
+function lines(...commands: string[]): string {
+  return `${commands.join('\n')}\n`
 }
 
 /**
@@ -251,38 +253,42 @@ export class AgentNetworks {
     const address = await this.#lease(agentId)
     const veth = vethName(agentId)
     try {
-      await ip('netns', 'add', name)
-      // The agent's side gets a MAC derived from its address: a namespace made
-      // again at the same address (a restart, a wake) is reached at once, not
-      // after the host's neighbour entry for the old MAC goes stale (20-50 s).
-      await ip(
-        'link',
-        'add',
-        veth,
-        'type',
-        'veth',
-        'peer',
-        'name',
-        'eth0',
-        'address',
-        macForAddress(address),
-        'netns',
-        name
+      // Three commands, not eleven: each spawn forks the service's large process (~15-20 ms
+      // of its main thread on a busy host), and a burst makes hundreds of namespaces.
+      // `ip -batch` stops at the first failure, as one command after another did.
+      await pipeInto(
+        IP!,
+        ['-batch', '-'],
+        lines(
+          `netns add ${name}`,
+          // The agent's side gets a MAC derived from its address: a namespace made
+          // again at the same address (a restart, a wake) is reached at once, not
+          // after the host's neighbour entry for the old MAC goes stale (20-50 s).
+          `link add ${veth} type veth peer name eth0 address ${macForAddress(address)} netns ${name}`,
+          `link set ${veth} master ${BRIDGE}`,
+          `link set dev ${veth} type bridge_slave isolated on`,
+          `link set ${veth} up`
+        )
       )
-      await ip('link', 'set', veth, 'master', BRIDGE)
-      await run(BRIDGE_TOOL!, ['link', 'set', 'dev', veth, 'isolated', 'on'])
-      await ip('link', 'set', veth, 'up')
-      await ip('-n', name, 'addr', 'add', `${address}/${this.range.prefix}`, 'dev', 'eth0')
-      await ip('-n', name, 'link', 'set', 'lo', 'up')
-      await ip('-n', name, 'link', 'set', 'eth0', 'up')
-      await ip('-n', name, 'route', 'add', 'default', 'via', this.bridgeAddress)
-      const inside = enterNetns(path, { command: NFT!, args: ['-f', '-'] })
-      await pipeInto(inside.command, inside.args, namespaceRuleset(this.bridgeAddress))
-      const sysctl = enterNetns(path, {
+      await pipeInto(
+        IP!,
+        ['-n', name, '-batch', '-'],
+        lines(
+          `addr add ${address}/${this.range.prefix} dev eth0`,
+          'link set lo up',
+          'link set eth0 up',
+          `route add default via ${this.bridgeAddress}`
+        )
+      )
+      const inside = enterNetns(path, {
         command: '/bin/sh',
-        args: ['-c', 'echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet'],
+        args: [
+          '-c',
+          'echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet && exec "$0" -f -',
+          NFT!,
+        ],
       })
-      await run(sysctl.command, sysctl.args)
+      await pipeInto(inside.command, inside.args, namespaceRuleset(this.bridgeAddress))
       await writeFile(join(MADE, agentId), '', { mode: 0o600 })
     } catch (error) {
       await this.teardown(agentId)
@@ -323,8 +329,11 @@ export class AgentNetworks {
   async teardown(agentId: string): Promise<void> {
     const name = netnsName(agentId)
     await rm(join(MADE, agentId), { force: true })
-    if (existsSync(`/run/netns/${name}`)) await ip('netns', 'del', name).catch(() => undefined)
-    await ip('link', 'del', vethName(agentId)).catch(() => undefined)
+    // One command: the namespace (its end of the pair goes with it), then the host's end if
+    // it outlived it; -force goes on past what is already gone.
+    const gone = [`link del ${vethName(agentId)}`]
+    if (existsSync(`/run/netns/${name}`)) gone.unshift(`netns del ${name}`)
+    await pipeInto(IP!, ['-force', '-batch', '-'], lines(...gone)).catch(() => undefined)
     let leases: string[] = []
     try {
       leases = await readdir(LEASES)
