@@ -34,6 +34,15 @@ export interface ServerProcess {
 }
 
 /**
+ * Node.js flags for the server child (`BENCH_SERVER_NODE_ARGS`, space-separated), such as
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile a benchmark's server: Node refuses those in
+ * NODE_OPTIONS.
+ */
+function serverNodeFlags(): string[] {
+  return process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? []
+}
+
+/**
  * Starts the real server entrypoint (bin/server.ts) as a child process, with
  * the given environment on top of a copy of this one minus DATABASE_URL and
  * APP_KEY (so the child fills in its own embedded defaults) unless given.
@@ -54,11 +63,15 @@ export async function startServerProcess(env: Record<string, string | undefined>
   childEnv.HOST = '127.0.0.1'
 
   let output = ''
-  const child = spawn(process.execPath, ['--import', '@poppinss/ts-exec', 'bin/server.ts'], {
-    cwd: process.cwd(),
-    env: childEnv,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  const child = spawn(
+    process.execPath,
+    [...serverNodeFlags(), '--import', '@poppinss/ts-exec', 'bin/server.ts'],
+    {
+      cwd: process.cwd(),
+      env: childEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }
+  )
   child.stdout!.on('data', (chunk) => (output += chunk))
   child.stderr!.on('data', (chunk) => (output += chunk))
 
