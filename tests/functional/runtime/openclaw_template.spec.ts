@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { readFileSync, statSync } from 'node:fs'
+import { existsSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { test } from '@japa/runner'
 import { agentPaths } from '#runtime/agent_paths'
@@ -81,11 +81,22 @@ test.group('Runtime / new OpenClaw agents from a template (process driver, CRIU)
       await harness.driver.whenTemplatesBuilt()
 
       const agentId = randomUUID()
-      const before = Date.now()
       await started(agentId, 'You are Testy, a cheerful test agent who likes kites.')
       const paths = agentPaths(harness.agentsDir, agentId)
       assert.isTrue(fromTemplate(agentId), readFileSync(paths.logFile, 'utf8').slice(-3000))
       assert.equal(harness.driver.templateCounts().restored, 1)
+
+      // Put to sleep before any turn it is still its template: no checkpoint, and its wake is
+      // a start from the template again, which answers the turns below as itself.
+      await harness.runtime.sleep(agentId)
+      assert.include(
+        readFileSync(paths.logFile, 'utf8'),
+        'asleep: still as its template started it'
+      )
+      assert.isTrue(existsSync(paths.startsAsNewFile))
+      const before = Date.now()
+      await started(agentId, 'You are Testy, a cheerful test agent who likes kites.')
+      assert.equal(harness.driver.templateCounts().restored, 2)
 
       // Its chat goes through its own gateway, to the model with its own proxy token, with
       // its own personality and skills (rendered for it, read after the restore).
