@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import {
   lstat,
   mkdir,
@@ -106,7 +107,10 @@ test.group('confined_dir: the one no-follow helper for agent folders', (group) =
         )
       }
     } finally {
+      // Until it has exited: a racer still swapping makes the folder's removal fail (ENOTEMPTY).
+      const exited = racer.exitCode === null ? once(racer, 'exit') : undefined
       racer.kill('SIGKILL')
+      await exited
     }
     const secret = await stat(join(outside, 'secret'))
     assert.equal(secret.uid, 0)
