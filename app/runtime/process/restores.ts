@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
-import { copyFile, rm, stat } from 'node:fs/promises'
+import { copyFile, readdir, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { lastErrors, restoreCommand } from '#runtime/process/checkpoint'
@@ -9,6 +9,7 @@ import { signalTree } from '#runtime/process/run_process'
 import type { LogFile } from '#runtime/process/log_file'
 import type { PreparedLaunch } from '#runtime/process/prepared_launch'
 import type { TemplateFallback } from '#runtime/process/template'
+import { PARENT_LINK } from '#runtime/process/template_pages'
 
 /**
  * An agent's start by CRIU instead of a boot: a wake from its own
@@ -16,6 +17,17 @@ import type { TemplateFallback } from '#runtime/process/template'
  * start from its framework's template (template.ts). Either falls back to a
  * boot, with nothing left running, when it cannot.
  */
+
+/** How long a template copy's images stay after its restore (CRIU has ended with it by then). */
+const TEMPLATE_COPY_IMAGES_KEPT_MS = 15_000
+
+/** A template copy's images removed, its link to the template kept. */
+async function keepOnlyParentLink(dir: string): Promise<void> {
+  const names = await readdir(dir)
+  for (const name of names) {
+    if (name !== PARENT_LINK) await rm(join(dir, name), { recursive: true, force: true })
+  }
+}
 
 /** Longest a restore may take before it counts as failed (a restore of 1 GB takes ~1-2 s). */
 const RESTORE_TIMEOUT_MS = 30_000
@@ -151,14 +163,18 @@ export async function startFromTemplate(
   }
   const restored =
     !(child instanceof Error) && (await run.watch(generation, child, prepared, restore))
-  // CRIU may still hold the folder open for a moment. A later start from the template (after
-  // a sleep as new) makes its own copy at the same path: that one is not this one's to remove.
+  // Its images go once CRIU is surely done with them; after a restore its `parent` link stays,
+  // so that a later sleep's checkpoint is still a delta on the template it names. A later
+  // start from the template (after a sleep as new) makes its own copy at the same path: that
+  // one is not this one's to clear.
   const made = await stat(copy.dir).catch(() => undefined)
-  const removeIfSame = async () => {
+  const clearIfSame = async () => {
     const now = await stat(copy.dir).catch(() => undefined)
-    if (made && now?.ino === made.ino) await rm(copy.dir, { recursive: true, force: true })
+    if (!made || now?.ino !== made.ino) return
+    if (restored) await keepOnlyParentLink(copy.dir)
+    else await rm(copy.dir, { recursive: true, force: true })
   }
-  setTimeout(() => void removeIfSame().catch(() => undefined), 60_000).unref()
+  setTimeout(() => void clearIfSame().catch(() => undefined), TEMPLATE_COPY_IMAGES_KEPT_MS).unref()
   if (restored) {
     const secs = (from: number, to: number) => `${((to - from) / 1000).toFixed(2)} s`
     run.logFile.note(

@@ -321,6 +321,28 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
     .skip(!canTemplate, skipReason)
     .timeout(180_000)
 
+  test("a sleep well after its template start is still a delta: the copy's link to the template outlives its images", async ({
+    assert,
+  }) => {
+    const agentId = await agentFromTemplate(harness)
+    const copy = agentPaths(harness.agentsDir, agentId).templateCopy
+    const counted = await count(harness, agentId)
+    // Its images go ~15 s after the restore (restores.ts); the link stays.
+    const deadline = Date.now() + 40_000
+    while (readdirSync(copy).length > 1 && Date.now() < deadline) {
+      await new Promise((done) => setTimeout(done, 500))
+    }
+    assert.deepEqual(readdirSync(copy), ['parent'])
+    await harness.runtime.sleep(agentId)
+    const checkpoint = checkpointOf(harness, agentId)
+    assert.isString(checkpoint.meta.templateIdentity, 'a delta on the template')
+    assert.equal(checkpoint.parent, templateDirOf(harness))
+    await startReady(harness, agentId)
+    assert.deepEqual(await count(harness, agentId), { ...counted, count: counted.count + 1 })
+  })
+    .skip(!canTemplate, skipReason)
+    .timeout(180_000)
+
   test('a template built ahead at service start: agents created meanwhile wait for it, none boots cold', async ({
     assert,
   }) => {
