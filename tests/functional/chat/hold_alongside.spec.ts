@@ -1,6 +1,7 @@
 import type { Assert } from '@japa/assert'
 import { test } from '@japa/runner'
 import db from '@adonisjs/lucid/services/db'
+import { authCache } from '#identity/services/auth_cache'
 import { createAgentFor } from '#tests/helpers/agents_fixture'
 import { agentOwners } from '#tests/helpers/agents_http'
 import { apiKeyFor, creditsOf } from '#tests/helpers/identity'
@@ -116,6 +117,12 @@ test.group('Chat: the model is asked while an all-but-sure hold is taken', (grou
   }) => {
     const { user, agent, key } = await payer(10_000_000)
     await db.from('users').where('id', user.id).update({ ai_credits_monthly_budget: 5_000_000 })
+    // The row's change notification evicts the server's cached copy, after the commit: a chat
+    // before that (a loaded host delays it) would still see no budget.
+    await waitFor(
+      async () => (authCache.user(user.id)?.ai_credits_monthly_budget === null ? undefined : true),
+      { intervalMs: 10, timeoutMs: 10_000, what: "the cached row's eviction" }
+    )
     assert200(await call('/api/v1/me', key))
     await assertAskedOnlyAfterHold(assert, user.id, agent.id, key)
   })
