@@ -167,10 +167,11 @@ export async function startFromTemplate(
   // so that a later sleep's checkpoint is still a delta on the template it names. A later
   // start from the template (after a sleep as new) makes its own copy at the same path: that
   // one is not this one's to clear.
-  const made = await stat(copy.dir).catch(() => undefined)
+  // Its inode and change time name it: a new copy may get the freed inode number back.
+  const made = await stat(copy.dir, { bigint: true }).catch(() => undefined)
   const clearIfSame = async () => {
-    const now = await stat(copy.dir).catch(() => undefined)
-    if (!made || now?.ino !== made.ino) return
+    const now = await stat(copy.dir, { bigint: true }).catch(() => undefined)
+    if (!made || now?.ino !== made.ino || now.ctimeNs !== made.ctimeNs) return
     if (restored) await keepOnlyParentLink(copy.dir)
     else await rm(copy.dir, { recursive: true, force: true })
   }
