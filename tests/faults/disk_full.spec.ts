@@ -88,6 +88,18 @@ test.group('Fault: the disk under storage/ is full', (group) => {
       },
       { timeoutMs: 30_000, what: 'the agent to fall asleep' }
     )
+    // Asleep from its dump on; its checkpoint is stored after, and storing it frees the raw
+    // dump's room: the disk is filled once that is done.
+    const log = join(disk!, 'agents', '.runtime', agentId, 'output.log')
+    await waitFor(
+      async () => {
+        const text = readFileSync(log, 'utf8')
+        return !text.includes('asleep: dumped') || text.includes('asleep: checkpointed')
+          ? true
+          : undefined
+      },
+      { timeoutMs: 30_000, what: 'its checkpoint to be stored' }
+    )
 
     const filler = join(disk!, 'filler')
     fillUp(filler)

@@ -96,7 +96,11 @@ test.group('Runtime / new OpenClaw agents from a template (process driver, CRIU)
       assert.isTrue(existsSync(paths.startsAsNewFile))
       const before = Date.now()
       await started(agentId, 'You are Testy, a cheerful test agent who likes kites.')
-      assert.equal(harness.driver.templateCounts().restored, 2)
+      assert.equal(
+        harness.driver.templateCounts().restored,
+        2,
+        readFileSync(paths.logFile, 'utf8').slice(-3000)
+      )
 
       // Its chat goes through its own gateway, to the model with its own proxy token, with
       // its own personality and skills (rendered for it, read after the restore).
