@@ -258,8 +258,7 @@ export class ProcessDriver implements ContainerDriver {
     if (options.untouched && SLEEPS_AS_NEW && agent?.startedFromTemplate) {
       const asNew = await this.#exclusive(agentId, async () => {
         if (!(await agent.sleepAsNew())) return false
-        await this.#network.teardown(agentId)
-        this.#emit({ type: 'stopped', agentId, at: new Date() })
+        await this.#ended(agentId)
         return true
       })
       if (asNew) return
@@ -270,11 +269,8 @@ export class ProcessDriver implements ContainerDriver {
     await this.#exclusive(agentId, async () => {
       // Reported stopped once its processes end (CheckpointStores): its memory is free for
       // the next start, while the lock holds a start of its own until it is stored.
-      const ended = async () => {
-        await this.#network.teardown(agentId)
-        this.#emit({ type: 'stopped', agentId, at: new Date() })
-      }
       const hibernate = (run: HibernateRun) => agent!.hibernate(run)
+      const ended = () => this.#ended(agentId)
       const slept = room && agent?.isLive() && (await this.#stores.sleep(agentId, hibernate, ended))
       if (!slept) return this.#stop(agentId)
     })
@@ -329,13 +325,17 @@ export class ProcessDriver implements ContainerDriver {
     return this.#exclusive(agentId, () => this.#stop(agentId))
   }
 
+  /** Its run's processes have ended: its namespace goes, and it is reported stopped. */
+  async #ended(agentId: string): Promise<void> {
+    await this.#network.teardown(agentId)
+    this.#emit({ type: 'stopped', agentId, at: new Date() })
+  }
+
   async #stop(agentId: string): Promise<void> {
     const agent = this.#agents.get(agentId)
     if (agent?.isLive()) {
       await agent.stop()
-      await this.#network.teardown(agentId)
-      this.#emit({ type: 'stopped', agentId, at: new Date() })
-      return
+      return this.#ended(agentId)
     }
     // Not supervised here (by this run of the service, or another instance that died
     // holding it): stop what the record names.

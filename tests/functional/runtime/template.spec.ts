@@ -70,10 +70,15 @@ async function getWithTokenOf(
   return { status: response.status, body: (await response.json()) as Record<string, unknown> }
 }
 
-function startedFromTemplate(harness: RuntimeHarness, agentId: string) {
-  return harness.events.some(
+/** How many of the agent's runs started from the template. */
+function templateStarts(harness: RuntimeHarness, agentId: string) {
+  return harness.events.filter(
     (event) => event.type === 'started' && event.agentId === agentId && event.fromTemplate
-  )
+  ).length
+}
+
+function startedFromTemplate(harness: RuntimeHarness, agentId: string) {
+  return templateStarts(harness, agentId) > 0
 }
 
 /** When each template on disk was built. */
@@ -267,10 +272,6 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
   }) => {
     const agentId = await agentFromTemplate(harness)
     const paths = agentPaths(harness.agentsDir, agentId)
-    const templateStarts = (id: string) =>
-      harness.events.filter(
-        (event) => event.type === 'started' && event.agentId === id && event.fromTemplate
-      ).length
     // A gateway GET, not a turn: the boot time its memory holds (the template's).
     const { body: first } = await getWithTokenOf(harness, agentId, agentId, '/whoami')
     const slept = new Promise<void>((done) => {
@@ -287,7 +288,11 @@ test.group('Runtime / new agents from a template checkpoint (process driver, CRI
     assert.include(readFileSync(paths.logFile, 'utf8'), 'asleep: still as its template started it')
 
     await startReady(harness, agentId)
-    assert.equal(templateStarts(agentId), 2, readFileSync(paths.logFile, 'utf8').slice(-3000))
+    assert.equal(
+      templateStarts(harness, agentId),
+      2,
+      readFileSync(paths.logFile, 'utf8').slice(-3000)
+    )
     assert.isFalse(existsSync(paths.startsAsNewFile))
     const again = await getWithTokenOf(harness, agentId, agentId, '/whoami')
     assert.deepEqual([again.status, again.body.uid], [200, agentUid(agentId)])
